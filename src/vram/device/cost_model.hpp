@@ -1,0 +1,41 @@
+#pragma once
+// Modelled time of each driver call, from the figures measured on an H200 (shared/traces/README.md):
+// cudaMalloc / cudaFree by size, and the virtual memory API per handle by handle size. Between measured
+// sizes the cost is interpolated linearly in log2(size); beyond them it is held at the nearest end.
+// Event and stream calls were not measured; their costs are assumptions, named as such in docs/device.md.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "vram/device/device.hpp"
+
+namespace vram {
+
+/// @brief A cost curve: (size in bytes, cost in ns) points, sizes ascending.
+class cost_curve {
+ public:
+  cost_curve() = default;
+  explicit cost_curve(std::vector<std::pair<std::size_t, double>> points);
+  /// @brief Modelled nanoseconds for one call on @p bytes.
+  std::uint64_t at(std::size_t bytes) const noexcept;
+
+ private:
+  std::vector<std::pair<double, double>> points_;  // (log2 size, ns)
+};
+
+/// @brief Per-kind cost curves. For the virtual memory calls the size is the handle's size, and a call over
+/// a range costs the sum over the handles it touches (the H200 figures follow handles, not bytes).
+struct cost_model {
+  std::array<cost_curve, device_call_kinds> curves;
+
+  std::uint64_t cost(device_call c, std::size_t bytes) const noexcept {
+    return curves[static_cast<std::size_t>(c)].at(bytes);
+  }
+  /// @brief The H200 figures (driver 580, CUDA 13.0).
+  static cost_model h200();
+  /// @brief Every call free: for tests that count calls only.
+  static cost_model zero();
+};
+
+}  // namespace vram

@@ -1,0 +1,79 @@
+#pragma once
+// The simulated device: implements the device seam with bookkeeping only, so a 140 GiB GPU costs a few MiB
+// of host memory. Legacy malloc packs blocks as the H200 was seen to (docs/device.md): sizes round up to
+// 512 bytes; blocks up to 1 MiB share 2 MiB pages, one page per rounded size, and a page is given back
+// only when all its blocks are freed; larger blocks take whole 2 MiB pages of their own. The virtual memory
+// API checks its contracts (mapping inside a reservation, no double mapping, whole handles) and throws
+// device_error where a real driver would fail. Each call adds its modelled cost to calls().
+// Streams: any stream_id is accepted. Work completes at once unless a test holds a stream (hold()); events
+// recorded on a held stream complete at release() or when synchronized. Thread-safe (one mutex).
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vram/device/cost_model.hpp"
+#include "vram/device/device.hpp"
+
+namespace vram {
+
+struct sim_device_options {
+  std::size_t capacity = std::size_t{143771} * MiB;  // an H200's total memory
+  std::size_t granularity = 2 * MiB;
+  cost_model costs = cost_model::h200();
+  std::string label = "simulated H200";
+};
+
+class sim_device final : public device {
+ public:
+  explicit sim_device(sim_device_options options = {});
+  ~sim_device() override;
+
+  std::string name() const override;
+  std::size_t granularity() const override { return options_.granularity; }
+  memory_info mem_info() override;
+  bool simulated() const noexcept override { return true; }
+
+  device_ptr legacy_malloc(std::size_t bytes) override;
+  void legacy_free(device_ptr p) override;
+
+  device_ptr address_reserve(std::size_t bytes, std::size_t alignment = 0) override;
+  void address_free(device_ptr va, std::size_t bytes) override;
+  phys_handle mem_create(std::size_t bytes) override;
+  void mem_release(phys_handle h) override;
+  void mem_map(device_ptr va, std::size_t bytes, phys_handle h) override;
+  void mem_unmap(device_ptr va, std::size_t bytes) override;
+  void set_access(device_ptr va, std::size_t bytes) override;
+
+  event_id event_create() override;
+  void event_destroy(event_id e) override;
+  void event_record(event_id e, stream_id s) override;
+  bool event_query(event_id e) override;
+  void event_synchronize(event_id e) override;
+  void stream_synchronize(stream_id s) override;
+  void device_synchronize() override;
+
+  // Test controls, not part of the seam.
+  /// @brief Holds @p s's work in flight: events recorded on it stay incomplete until release(s).
+  void hold(stream_id s);
+  /// @brief Completes all work queued on @p s and stops holding it.
+  void release(stream_id s);
+
+  /// @brief Device bytes in use: legacy pages plus physical handles not yet freed.
+  std::size_t used_bytes() const;
+  std::size_t capacity() const noexcept { return options_.capacity; }
+  /// @brief Peak of used_bytes() since construction.
+  std::size_t peak_used_bytes() const;
+
+ private:
+  struct impl;
+  sim_device_options options_;
+  std::unique_ptr<impl> impl_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace vram

@@ -1,0 +1,80 @@
+#pragma once
+// The allocator interface, in the style of RMM's device_memory_resource: allocate(bytes, stream) and
+// deallocate(ptr, bytes, stream). vram's pool, the emulations of other allocators and the decorators all
+// implement it. Every resource draws on one device through the device seam and never calls a driver itself.
+//
+// Contracts shared by all resources (checked by tests/conformance_test.cpp):
+//  - allocate(0) returns 0 and deallocate(0, ...) does nothing, as cudaMalloc / cudaFree do;
+//  - a returned block is aligned to at least 512 bytes and never overlaps another live block;
+//  - try_allocate returns 0 when the device cannot serve the request (after the resource's own retry rules);
+//    allocate throws out_of_memory with a message a person can act on;
+//  - deallocate of a pointer not handed out, a double free, or a wrong size throws usage_error and changes
+//    nothing;
+//  - reserved_bytes() is what the resource holds from the device; allocated_bytes() the rounded sizes of its
+//    live blocks; reserved_bytes() >= allocated_bytes().
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "vram/core/types.hpp"
+
+namespace vram {
+
+class device;
+
+/// @brief Free memory held inside an allocator: its total and its largest contiguous block.
+struct free_space {
+  std::size_t total = 0;
+  std::size_t largest = 0;
+};
+
+/// @brief Base class of every allocator.
+class memory_resource {
+ public:
+  explicit memory_resource(device& dev) noexcept : device_(&dev) {}
+  virtual ~memory_resource() = default;
+  memory_resource(const memory_resource&) = delete;
+  memory_resource& operator=(const memory_resource&) = delete;
+
+  /// @brief A block of at least @p bytes usable in stream order on @p stream.
+  /// @throws out_of_memory when the device cannot serve it.
+  device_ptr allocate(std::size_t bytes, stream_id stream = 0);
+  /// @brief As allocate, but returns 0 instead of throwing when memory runs out.
+  device_ptr try_allocate(std::size_t bytes, stream_id stream = 0) {
+    return bytes == 0 ? 0 : do_allocate(bytes, stream);
+  }
+  /// @brief Frees a block; @p bytes and @p stream as given to allocate.
+  /// @throws usage_error for a pointer not handed out, a double free or a wrong size.
+  void deallocate(device_ptr p, std::size_t bytes, stream_id stream = 0) {
+    if (p != 0) do_deallocate(p, bytes, stream);
+  }
+  /// @brief Marks @p p as used on @p stream too: its memory is reused only after that stream's work
+  /// queued at the free completes (PyTorch's record_stream). Resources without stream tracking ignore it.
+  virtual void record_stream(device_ptr p, stream_id stream) { (void)p, (void)stream; }
+
+  /// @brief The policy name as used on the command line ("torch-native", "rmm-pool", ...).
+  virtual std::string_view name() const noexcept = 0;
+  /// @brief Free memory held inside the resource (for external fragmentation).
+  virtual free_space free_memory() const = 0;
+  /// @brief Gives cached memory back to the device (torch's empty_cache, vram's trim).
+  virtual void release_cached() {}
+  /// @brief Checks the resource's invariants; throws invariant_error naming the one broken.
+  virtual void validate() const {}
+
+  std::size_t reserved_bytes() const noexcept { return reserved_; }
+  std::size_t allocated_bytes() const noexcept { return allocated_; }
+  device& upstream_device() const noexcept { return *device_; }
+
+ protected:
+  virtual device_ptr do_allocate(std::size_t bytes, stream_id stream) = 0;
+  virtual void do_deallocate(device_ptr p, std::size_t bytes, stream_id stream) = 0;
+  /// @brief The message of out_of_memory: what was asked, what is held and free, and what to try.
+  virtual std::string out_of_memory_message(std::size_t bytes, stream_id stream) const;
+
+  device* device_;
+  std::size_t reserved_ = 0;   // maintained by the derived resource
+  std::size_t allocated_ = 0;  // maintained by the derived resource
+};
+
+}  // namespace vram

@@ -1,0 +1,36 @@
+#pragma once
+// The table of allocation policies by name: what `--policy` accepts. A policy spec is a name with optional
+// settings: "torch-native" or "torch-native:max_split_size_mb=128;garbage_collection_threshold=0.8".
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vram/resource/memory_resource.hpp"
+
+namespace vram {
+
+/// @brief Settings of a policy, key to value, as written after the ':' of a spec.
+using policy_options = std::map<std::string, std::string, std::less<>>;
+
+struct policy_info {
+  std::string_view name;
+  std::string_view summary;  // one line: what this allocator is
+  std::function<std::unique_ptr<memory_resource>(device&, const policy_options&)> make;
+};
+
+/// @brief Every policy vram knows, in the order reports list them.
+std::span<const policy_info> policies();
+
+/// @brief Makes the allocator a spec names, over @p dev.
+/// @throws usage_error for an unknown name or setting (the message lists the known ones).
+std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& dev);
+
+/// @brief Splits "a,b,c" into specs, checking each name. @throws usage_error for an unknown one.
+std::vector<std::string> parse_policy_list(std::string_view list);
+
+}  // namespace vram
