@@ -1,0 +1,180 @@
+// File bytes in and out, and gzip through zlib. Design decisions:
+//  - the inflated buffer is sized once from the gzip trailer (ISIZE, the length mod 2^32), but never beyond
+//    what the deflate format can expand the input to (about 1032:1), so a corrupt trailer cannot ask for a
+//    huge allocation; it grows by doubling if the hint was short;
+//  - a stream that ends before its trailer is "truncated", bad deflate data is "corrupt"; both are input
+//    errors naming the file, and no input can make the loop spin without progress;
+//  - concatenated gzip members (as `cat a.gz b.gz` makes) are read as one stream.
+
+#include "vram/trace/gzip.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "vram/core/error.hpp"
+
+namespace vram::detail {
+
+namespace {
+
+constexpr std::size_t max_deflate_ratio = 1032;
+
+class fd_guard {
+ public:
+  explicit fd_guard(int fd) noexcept : fd_(fd) {}
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  ~fd_guard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class inflate_stream {
+ public:
+  inflate_stream() {
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw error("zlib: inflateInit2 failed");
+  }
+  inflate_stream(const inflate_stream&) = delete;
+  inflate_stream& operator=(const inflate_stream&) = delete;
+  ~inflate_stream() { inflateEnd(&zs_); }
+  z_stream& get() noexcept { return zs_; }
+
+ private:
+  z_stream zs_{};
+};
+
+std::size_t gzip_size_hint(std::string_view bytes) noexcept {
+  if (bytes.size() < 18) return 0;
+  const auto* t = reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4);
+  const std::uint32_t isize = std::uint32_t{t[0]} | std::uint32_t{t[1]} << 8 | std::uint32_t{t[2]} << 16 |
+                              std::uint32_t{t[3]} << 24;
+  return std::min<std::size_t>(isize, bytes.size() * max_deflate_ratio);
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
+  fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw input_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw input_error(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw input_error(fmt::format("{}: is a directory, not a trace file", path));
+  std::string out;
+  out.resize(S_ISREG(st.st_mode) ? static_cast<std::size_t>(st.st_size) : 0);
+  std::size_t have = 0;
+  for (;;) {
+    if (have == out.size()) out.resize(std::max<std::size_t>(out.size() * 2, 1 << 16));
+    const ssize_t n = ::read(fd.get(), out.data() + have, out.size() - have);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw input_error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  out.resize(have);
+  return out;
+}
+
+void write_file_bytes(const std::string& path, std::string_view bytes) {
+  fd_guard fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+bool is_gzip(std::string_view bytes) noexcept {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+std::string gunzip(std::string_view bytes, const std::string& path) {
+  inflate_stream stream;
+  z_stream& zs = stream.get();
+  std::string out;
+  out.resize(std::max<std::size_t>(gzip_size_hint(bytes), 1 << 16));
+  std::size_t in_pos = 0;
+  std::size_t out_pos = 0;
+  for (;;) {
+    if (out_pos == out.size()) out.resize(out.size() * 2);
+    const std::size_t in_len = std::min<std::size_t>(bytes.size() - in_pos, UINT_MAX);
+    const std::size_t out_len = std::min<std::size_t>(out.size() - out_pos, UINT_MAX);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in_pos));
+    zs.avail_in = static_cast<uInt>(in_len);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_pos);
+    zs.avail_out = static_cast<uInt>(out_len);
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    in_pos += in_len - zs.avail_in;
+    out_pos += out_len - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      const std::string_view rest = bytes.substr(in_pos);
+      if (is_gzip(rest)) {
+        inflateReset(&zs);
+        continue;
+      }
+      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) break;
+      throw input_error(fmt::format("{}: corrupt gzip data: {} bytes of garbage after the compressed stream", path,
+                                    rest.size()));
+    }
+    if (rc == Z_OK) continue;
+    if (rc == Z_BUF_ERROR && zs.avail_out == 0) continue;  // output full: grow and go on
+    if (rc == Z_BUF_ERROR && in_pos == bytes.size()) throw input_error(fmt::format("{}: truncated gzip stream", path));
+    if (rc == Z_MEM_ERROR) throw error(fmt::format("{}: out of host memory while inflating", path));
+    throw input_error(fmt::format("{}: corrupt gzip data: {}", path, zs.msg != nullptr ? zs.msg : "inflate failed"));
+  }
+  out.resize(out_pos);
+  return out;
+}
+
+std::string gzip(std::string_view bytes) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw error("zlib: deflateInit2 failed");
+  std::string out;
+  out.resize(deflateBound(&zs, static_cast<uLong>(bytes.size())) + 64);
+  std::size_t in_pos = 0;
+  std::size_t out_pos = 0;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (out_pos == out.size()) out.resize(out.size() * 2);
+    const std::size_t in_len = std::min<std::size_t>(bytes.size() - in_pos, UINT_MAX);
+    const std::size_t out_len = std::min<std::size_t>(out.size() - out_pos, UINT_MAX);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in_pos));
+    zs.avail_in = static_cast<uInt>(in_len);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_pos);
+    zs.avail_out = static_cast<uInt>(out_len);
+    const bool last = in_pos + in_len == bytes.size();
+    rc = deflate(&zs, last ? Z_FINISH : Z_NO_FLUSH);
+    in_pos += in_len - zs.avail_in;
+    out_pos += out_len - zs.avail_out;
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+      deflateEnd(&zs);
+      throw error("zlib: deflate failed");
+    }
+  }
+  deflateEnd(&zs);
+  out.resize(out_pos);
+  return out;
+}
+
+}  // namespace vram::detail

@@ -1,0 +1,97 @@
+// read_trace / write_trace: the one entry point over the formats. Design decisions:
+//  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
+//    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
+//  - the file is read whole and inflated whole, and each parser runs over one contiguous buffer;
+//  - writers build the whole file in memory and gzip it when the path ends in ".gz".
+
+#include "vram/trace/trace_io.hpp"
+
+#include <fmt/format.h>
+
+#include "vram/core/error.hpp"
+#include "vram/trace/csv_fields.hpp"
+#include "vram/trace/gzip.hpp"
+#include "vram/trace/torch_csv.hpp"
+
+namespace vram {
+
+namespace detail {
+
+/// @brief The file name without folders and known extensions: "a/vit_train.csv.gz" -> "vit_train".
+std::string trace_name_from_path(std::string_view path) {
+  const std::size_t slash = path.find_last_of('/');
+  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const std::string_view ext : {".gz", ".csv", ".vram", ".log", ".txt"}) {
+      if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) {
+        name.remove_suffix(ext.size());
+        stripped = true;
+      }
+    }
+  }
+  return std::string(name);
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) noexcept {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+trace_format detect_format(std::string_view text, const std::string& path) {
+  std::string_view first = text.substr(0, text.find('\n'));
+  if (first.size() >= 3 && first.substr(0, 3) == "\xEF\xBB\xBF") first.remove_prefix(3);
+  if (first.substr(0, 8) == "time_us,") return trace_format::torch;
+  if (first.substr(0, 7) == "Thread,") return trace_format::rmm;
+  throw input_error(fmt::format(
+      "{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
+      "(Thread,Time,Action,Pointer,Size,Stream)",
+      path, quote_for_error(first), torch_header));
+}
+
+}  // namespace detail
+
+trace_format parse_trace_format(std::string_view name) {
+  if (name == "torch") return trace_format::torch;
+  if (name == "rmm") return trace_format::rmm;
+  if (name == "vram") return trace_format::vram;
+  throw usage_error(fmt::format("unknown trace format '{}': expected torch, rmm or vram", name));
+}
+
+std::string_view to_string(trace_format f) noexcept {
+  switch (f) {
+    case trace_format::torch: return "torch";
+    case trace_format::rmm: return "rmm";
+    case trace_format::vram: return "vram";
+  }
+  return "unknown";
+}
+
+trace read_trace(const std::string& path) {
+  std::string bytes = detail::read_file_bytes(path);
+  if (bytes.empty()) throw input_error(fmt::format("{}:1: empty file", path));
+  if (detail::is_gzip(bytes)) {
+    bytes = detail::gunzip(bytes, path);
+    if (bytes.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
+  }
+  trace t;
+  t.name = detail::trace_name_from_path(path);
+  switch (detail::detect_format(bytes, path)) {
+    case trace_format::torch: t.events = detail::parse_torch_csv(bytes, path); break;
+    case trace_format::rmm:
+    case trace_format::vram: throw input_error(fmt::format("{}: format not supported yet", path));
+  }
+  return t;
+}
+
+void write_trace(const std::string& path, const trace& t, trace_format f) {
+  std::string text;
+  switch (f) {
+    case trace_format::torch: text = detail::format_torch_csv(t); break;
+    case trace_format::rmm:
+    case trace_format::vram: throw usage_error(fmt::format("{}: writing {} not supported yet", path, to_string(f)));
+  }
+  if (detail::ends_with(path, ".gz")) text = detail::gzip(text);
+  detail::write_file_bytes(path, text);
+}
+
+}  // namespace vram
