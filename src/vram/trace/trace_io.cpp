@@ -11,7 +11,9 @@
 #include "vram/core/error.hpp"
 #include "vram/trace/csv_fields.hpp"
 #include "vram/trace/gzip.hpp"
+#include "vram/trace/rmm_csv.hpp"
 #include "vram/trace/torch_csv.hpp"
+#include "vram/trace/vram_format.hpp"
 
 namespace vram {
 
@@ -38,6 +40,7 @@ bool ends_with(std::string_view s, std::string_view suffix) noexcept {
 }
 
 trace_format detect_format(std::string_view text, const std::string& path) {
+  if (is_vram_format(text)) return trace_format::vram;
   std::string_view first = text.substr(0, text.find('\n'));
   if (first.size() >= 3 && first.substr(0, 3) == "\xEF\xBB\xBF") first.remove_prefix(3);
   if (first.substr(0, 8) == "time_us,") return trace_format::torch;
@@ -46,6 +49,20 @@ trace_format detect_format(std::string_view text, const std::string& path) {
       "{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
       "(Thread,Time,Action,Pointer,Size,Stream)",
       path, quote_for_error(first), torch_header));
+}
+
+// Every reader returns non-negative, non-decreasing times; a trace that breaks that cannot be written.
+void check_writable(const trace& t, const std::string& path) {
+  std::int64_t last = 0;
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const std::int64_t time = t.events[i].time_us;
+    if (time < 0)
+      throw usage_error(fmt::format("{}: cannot write trace '{}': event {} has negative time_us {}", path, t.name, i, time));
+    if (time < last)
+      throw usage_error(fmt::format("{}: cannot write trace '{}': event {} has time_us {}, earlier than {} of the event "
+                                    "before (traces must be in time order)", path, t.name, i, time, last));
+    last = time;
+  }
 }
 
 }  // namespace detail
@@ -77,18 +94,19 @@ trace read_trace(const std::string& path) {
   t.name = detail::trace_name_from_path(path);
   switch (detail::detect_format(bytes, path)) {
     case trace_format::torch: t.events = detail::parse_torch_csv(bytes, path); break;
-    case trace_format::rmm:
-    case trace_format::vram: throw input_error(fmt::format("{}: format not supported yet", path));
+    case trace_format::rmm: t.events = detail::parse_rmm_csv(bytes, path); break;
+    case trace_format::vram: t.events = detail::parse_vram_format(bytes, path); break;
   }
   return t;
 }
 
 void write_trace(const std::string& path, const trace& t, trace_format f) {
+  detail::check_writable(t, path);
   std::string text;
   switch (f) {
     case trace_format::torch: text = detail::format_torch_csv(t); break;
-    case trace_format::rmm:
-    case trace_format::vram: throw usage_error(fmt::format("{}: writing {} not supported yet", path, to_string(f)));
+    case trace_format::rmm: text = detail::format_rmm_csv(t); break;
+    case trace_format::vram: text = detail::format_vram(t); break;
   }
   if (detail::ends_with(path, ".gz")) text = detail::gzip(text);
   detail::write_file_bytes(path, text);

@@ -1,0 +1,191 @@
+// vram's binary trace format, version 1. Design decisions (the layout is in docs/trace-format.md):
+//  - one record per event, read in a single forward pass: a tag byte (action in bits 0-3, flags above),
+//    then varints. Time is a delta from the event before (traces are monotone); addr is a zigzag delta from
+//    the event before, or left out when equal (a free_completed after its free_requested); size is left out
+//    when equal to the event before's; stream is written only when it changes. The recorded traces take
+//    about 6 bytes an event;
+//  - everything read is checked: the header's own CRC-32, the payload size against the file size, the
+//    event count against the smallest possible record (2 bytes) before anything is reserved, every varint
+//    against the end of the payload and 64 bits, every tag against the known actions and flags, times
+//    against overflow, and the payload's CRC-32. A bad file is an input_error, never a crash or a huge
+//    allocation;
+//  - integers in the header are little-endian regardless of the host.
+
+#include "vram/trace/vram_format.hpp"
+
+#include <zlib.h>
+
+#include <climits>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "vram/core/error.hpp"
+
+namespace vram::detail {
+
+namespace {
+
+constexpr std::uint8_t action_mask = 0x0f;
+constexpr std::uint8_t flag_same_addr = 0x10;
+constexpr std::uint8_t flag_same_size = 0x20;
+constexpr std::uint8_t flag_stream = 0x40;
+constexpr std::uint8_t known_flags = action_mask | flag_same_addr | flag_same_size | flag_stream;
+constexpr std::uint8_t max_action = static_cast<std::uint8_t>(trace_action::snapshot);
+constexpr std::size_t min_record_size = 2;  // tag + time delta
+
+std::uint32_t crc32_of(std::string_view bytes) noexcept {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const auto n = static_cast<uInt>(left < (1u << 30) ? left : (1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_u64(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+std::uint64_t get_le(std::string_view bytes, std::size_t at, int width) noexcept {
+  std::uint64_t v = 0;
+  for (int i = width - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+std::uint64_t zigzag(std::uint64_t delta) noexcept {  // delta taken mod 2^64, read as signed
+  const auto s = static_cast<std::int64_t>(delta);
+  return (delta << 1) ^ static_cast<std::uint64_t>(s >> 63);
+}
+std::uint64_t unzigzag(std::uint64_t z) noexcept { return (z >> 1) ^ (~(z & 1) + 1); }
+
+// Reads the payload with bounds checks; the first failure throws with the byte offset in the file.
+class payload_reader {
+ public:
+  payload_reader(std::string_view payload, const std::string& path) noexcept
+      : begin_(reinterpret_cast<const unsigned char*>(payload.data())),
+        p_(begin_),
+        end_(begin_ + payload.size()),
+        path_(path) {}
+
+  bool at_end() const noexcept { return p_ == end_; }
+  std::size_t offset() const noexcept { return vram_header_size + static_cast<std::size_t>(p_ - begin_); }
+
+  std::uint8_t byte() {
+    if (p_ == end_) fail("truncated record");
+    return *p_++;
+  }
+
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) fail("truncated varint");
+      const std::uint8_t b = *p_++;
+      if (shift == 63 && b > 1) fail("varint overflows 64 bits");
+      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    fail("varint longer than 10 bytes");
+  }
+
+  [[noreturn]] void fail(std::string_view problem) const {
+    throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path_, offset(), problem));
+  }
+
+ private:
+  const unsigned char* begin_;
+  const unsigned char* p_;
+  const unsigned char* end_;
+  const std::string& path_;
+};
+
+}  // namespace
+
+bool is_vram_format(std::string_view bytes) noexcept { return bytes.substr(0, vram_magic.size()) == vram_magic; }
+
+std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path) {
+  const auto fail = [&](std::size_t at, std::string_view problem) {
+    throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
+  };
+  if (!is_vram_format(bytes)) fail(0, "bad magic");
+  if (bytes.size() < vram_header_size)
+    fail(bytes.size(), fmt::format("truncated header ({} of {} bytes)", bytes.size(), vram_header_size));
+  if (crc32_of(bytes.substr(0, 36)) != get_le(bytes, 36, 4)) fail(36, "header checksum mismatch");
+  const auto version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
+  if (version != vram_format_version)
+    fail(8, fmt::format("version {} (this build reads version {})", version, vram_format_version));
+  if (get_le(bytes, 12, 4) != 0) fail(12, "unknown flags");
+  const std::uint64_t count = get_le(bytes, 16, 8);
+  const std::uint64_t payload_size = get_le(bytes, 24, 8);
+  if (payload_size != bytes.size() - vram_header_size)
+    fail(bytes.size(), fmt::format("payload is {} bytes, the header says {} (truncated?)",
+                                   bytes.size() - vram_header_size, payload_size));
+  if (count > payload_size / min_record_size)
+    fail(16, fmt::format("event count {} cannot fit in {} payload bytes", count, payload_size));
+  const std::string_view payload = bytes.substr(vram_header_size);
+  if (crc32_of(payload) != get_le(bytes, 32, 4)) fail(32, "payload checksum mismatch");
+
+  std::vector<trace_event> events;
+  events.reserve(count);
+  payload_reader in(payload, path);
+  trace_event e;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint8_t tag = in.byte();
+    if ((tag & ~known_flags) != 0 || (tag & action_mask) > max_action)
+      in.fail(fmt::format("event {}: bad tag byte 0x{:02x}", i, tag));
+    e.action = static_cast<trace_action>(tag & action_mask);
+    const std::uint64_t dt = in.varint();
+    if (dt > static_cast<std::uint64_t>(INT64_MAX - e.time_us)) in.fail(fmt::format("event {}: time overflows", i));
+    e.time_us += static_cast<std::int64_t>(dt);
+    if ((tag & flag_same_addr) == 0) e.addr += unzigzag(in.varint());
+    if ((tag & flag_same_size) == 0) e.size = in.varint();
+    if ((tag & flag_stream) != 0) e.stream = in.varint();
+    events.push_back(e);
+  }
+  if (!in.at_end()) in.fail(fmt::format("{} bytes after the last of {} events", payload.size() + vram_header_size - in.offset(), count));
+  return events;
+}
+
+std::string format_vram(const trace& t) {
+  std::string payload;
+  payload.reserve(t.events.size() * 8);
+  trace_event prev;
+  for (const trace_event& e : t.events) {
+    std::uint8_t tag = static_cast<std::uint8_t>(e.action);
+    if (e.addr == prev.addr) tag |= flag_same_addr;
+    if (e.size == prev.size) tag |= flag_same_size;
+    if (e.stream != prev.stream) tag |= flag_stream;
+    payload += static_cast<char>(tag);
+    put_varint(payload, static_cast<std::uint64_t>(e.time_us - prev.time_us));
+    if ((tag & flag_same_addr) == 0) put_varint(payload, zigzag(e.addr - prev.addr));
+    if ((tag & flag_same_size) == 0) put_varint(payload, e.size);
+    if ((tag & flag_stream) != 0) put_varint(payload, e.stream);
+    prev = e;
+  }
+  std::string out;
+  out.reserve(vram_header_size + payload.size());
+  out.append(vram_magic);
+  put_u32(out, vram_format_version);
+  put_u32(out, 0);
+  put_u64(out, t.events.size());
+  put_u64(out, payload.size());
+  put_u32(out, crc32_of(payload));
+  put_u32(out, crc32_of(out));
+  out += payload;
+  return out;
+}
+
+}  // namespace vram::detail
