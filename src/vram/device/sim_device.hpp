@@ -6,7 +6,8 @@
 // API checks its contracts (mapping inside a reservation, no double mapping, whole handles) and throws
 // device_error where a real driver would fail. Each call adds its modelled cost to calls().
 // Streams: any stream_id is accepted. Work completes at once unless a test holds a stream (hold()); events
-// recorded on a held stream complete at release() or when synchronized. Thread-safe (one mutex).
+// recorded on a held stream complete at release() or when synchronized (legacy_free synchronizes the whole
+// device, as cudaFree does). Thread-safe (one mutex).
 
 #include <cstddef>
 #include <map>
@@ -68,6 +69,9 @@ class sim_device final : public device {
   std::size_t capacity() const noexcept { return options_.capacity; }
   /// @brief Peak of used_bytes() since construction.
   std::size_t peak_used_bytes() const;
+  /// @brief Checks all of the bookkeeping (pages, address ranges, mappings, handles, streams); throws
+  /// invariant_error naming the broken invariant. O(state): for tests, not for every call.
+  void validate() const;
 
  private:
   struct impl;
