@@ -1,0 +1,37 @@
+// `vram convert IN -o OUT [--to FORMAT]`: between PyTorch's CSV, RMM's log CSV and vram's format.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/cli/commands.hpp"
+#include "vram/trace/trace_io.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct convert_args {
+  std::string input;
+  std::string output;
+  std::string to = "vram";
+};
+
+void run_convert(const convert_args& a) {
+  const trace_format f = parse_trace_format(a.to);
+  const trace t = read_trace(a.input);
+  write_trace(a.output, t, f);
+  std::cout << fmt::format("wrote {}: {} events, {} format\n", a.output, t.events.size(), to_string(f));
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app) {
+  auto a = std::make_shared<convert_args>();
+  auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (torch, rmm, vram)");
+  cmd->add_option("input", a->input, "Input trace (format detected)")->required();
+  cmd->add_option("-o,--output", a->output, "Output file (.gz for gzip)")->required();
+  cmd->add_option("--to", a->to, "torch, rmm or vram")->capture_default_str();
+  cmd->callback([a] { run_convert(*a); });
+}
+
+}  // namespace vram::cli

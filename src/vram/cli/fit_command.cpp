@@ -1,0 +1,84 @@
+// `vram fit TRACE... --policy P1,P2 [--device sim:MAX] [--json]`: the smallest simulated device, to the
+// granule, on which each trace replays with no failed allocation.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
+#include "vram/core/error.hpp"
+#include "vram/core/size.hpp"
+#include "vram/device/device_spec.hpp"
+#include "vram/replay/fit.hpp"
+#include "vram/report/replay_report.hpp"
+#include "vram/resource/registry.hpp"
+#include "vram/trace/trace_io.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct fit_args {
+  std::vector<std::string> traces;
+  std::string policies = "all";
+  std::string device = "sim";
+  bool json = false;
+};
+
+void run_fit(const fit_args& a) {
+  const auto policies = parse_policy_list(a.policies);
+  const auto spec = parse_device_spec(a.device);
+  if (spec.which == device_spec::kind::cuda) throw usage_error("vram fit runs on the simulated device: use --device sim[:MAX]");
+  fit_options options;
+  options.device = sim_options(spec);
+  progress_line progress;
+  std::vector<replay_result> results;
+  std::vector<std::optional<std::size_t>> fits;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& path : a.traces) {
+    progress.show(fmt::format("reading {}", path));
+    const trace t = read_trace(path);
+    for (const auto& policy : policies) {
+      options.progress = [&](int probe, std::size_t capacity, bool fits_here) {
+        progress.show(fmt::format("fit {} with {}: probe {} at {} {}", t.name, policy, probe, format_bytes(capacity),
+                                  fits_here ? "fits" : "fails"));
+      };
+      const fit_result f = fit(t, policy, options);
+      auto j = to_json(f.replay);
+      j["fit_bytes"] = f.fit_bytes ? nlohmann::json(*f.fit_bytes) : nlohmann::json(nullptr);
+      j["fit_over_live"] = f.fit_bytes && f.replay.peak_live_bytes > 0
+                               ? nlohmann::json(static_cast<double>(*f.fit_bytes) /
+                                                static_cast<double>(f.replay.peak_live_bytes))
+                               : nlohmann::json(nullptr);
+      j["fit_probes"] = f.probes;
+      j["max_device_bytes"] = options.device.capacity;
+      out.push_back(std::move(j));
+      results.push_back(f.replay);
+      fits.push_back(f.fit_bytes);
+    }
+  }
+  progress.clear();
+  if (a.json) {
+    std::cout << out.dump(2) << '\n';
+  } else {
+    std::cout << format_replay_table(results, fits);
+    std::cout << fmt::format("fit: the smallest simulated device (to {}) on which the trace replays with no failed "
+                             "allocation; the other columns are the replay on a device of that size.\n",
+                             format_bytes(options.device.granularity));
+  }
+}
+
+}  // namespace
+
+void add_fit_command(CLI::App& app) {
+  auto a = std::make_shared<fit_args>();
+  auto* cmd = app.add_subcommand("fit", "Find the smallest device each trace fits on, per allocator");
+  cmd->add_option("traces", a->traces, "Trace files")->required();
+  cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, "sim or sim:MAX: the largest device to try (default an H200)")
+      ->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy, with fit_bytes");
+  cmd->callback([a] { run_fit(*a); });
+}
+
+}  // namespace vram::cli

@@ -1,0 +1,34 @@
+// The `vram` command-line tool: replay, fit, simulate, convert, demo. Errors print one line naming the
+// problem and exit non-zero: 1 for bad input or a failed run, 2 for bad arguments.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "vram/cli/commands.hpp"
+#include "vram/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"vram: a GPU device-memory manager, and the tools to see and measure GPU memory"};
+  app.require_subcommand(1);
+  vram::cli::add_replay_command(app);
+  vram::cli::add_fit_command(app);
+  vram::cli::add_simulate_command(app);
+  vram::cli::add_convert_command(app);
+  vram::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const vram::usage_error& e) {
+    std::fprintf(stderr, "vram: %s\n", e.what());
+    return 2;
+  } catch (const vram::error& e) {
+    std::fprintf(stderr, "vram: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vram: unexpected error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

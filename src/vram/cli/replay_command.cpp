@@ -1,0 +1,74 @@
+// `vram replay TRACE... --policy P1,P2 [--device D] [--json]`: one row per trace x policy, side by side.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
+#include "vram/device/device_spec.hpp"
+#include "vram/replay/replay.hpp"
+#include "vram/report/replay_report.hpp"
+#include "vram/resource/registry.hpp"
+#include "vram/trace/trace_io.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct replay_args {
+  std::vector<std::string> traces;
+  std::string policies = "all";
+  std::string device = "auto";
+  bool json = false;
+  bool validate = false;
+};
+
+void run_replay(const replay_args& a) {
+  const auto policies = parse_policy_list(a.policies);
+  const auto spec = parse_device_spec(a.device);
+  progress_line progress;
+  std::vector<replay_result> results;
+  bool noted = false;
+  for (const auto& path : a.traces) {
+    progress.show(fmt::format("reading {}", path));
+    const trace t = read_trace(path);
+    for (const auto& policy : policies) {
+      progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));
+      auto choice = open_device(spec);
+      if (!choice.note.empty() && !noted && !a.json) {
+        progress.clear();
+        std::cerr << choice.note << '\n';
+        noted = true;
+      }
+      auto resource = make_resource(policy, *choice.dev);
+      replay_options o;
+      o.validate_each_step = a.validate;
+      results.push_back(replay(t, *resource, o));
+    }
+  }
+  progress.clear();
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) out.push_back(to_json(r));
+    std::cout << out.dump(2) << '\n';
+  } else {
+    std::cout << format_replay_table(results);
+  }
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  auto a = std::make_shared<replay_args>();
+  auto* cmd = app.add_subcommand("replay", "Replay traces against allocators on a device and measure memory and time");
+  cmd->add_option("traces", a->traces, "Trace files (PyTorch CSV, RMM log CSV or vram format; .gz or plain)")
+      ->required();
+  cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY (e.g. sim:80GiB), cuda[:N]")
+      ->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy");
+  cmd->add_flag("--validate", a->validate, "Check the allocator's invariants after every event (slow)");
+  cmd->callback([a] { run_replay(*a); });
+}
+
+}  // namespace vram::cli

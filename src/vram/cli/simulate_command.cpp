@@ -1,0 +1,52 @@
+// `vram simulate WORKLOAD -o FILE`: writes a synthetic workload as a trace file.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/cli/commands.hpp"
+#include "vram/trace/trace_io.hpp"
+#include "vram/workload/workload.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct simulate_args {
+  std::string workload;
+  std::string output;
+  std::string format;
+  workload_options options;
+};
+
+/// @brief The format a file name asks for: .csv / .csv.gz is PyTorch's CSV, anything else vram's own.
+trace_format format_for(const std::string& path, const std::string& explicit_format) {
+  if (!explicit_format.empty()) return parse_trace_format(explicit_format);
+  auto ends_with = [&](std::string_view s) { return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0; };
+  return ends_with(".csv") || ends_with(".csv.gz") ? trace_format::torch : trace_format::vram;
+}
+
+void run_simulate(const simulate_args& a) {
+  const trace t = make_workload(a.workload, a.options);
+  const trace_format f = format_for(a.output, a.format);
+  write_trace(a.output, t, f);
+  std::cout << fmt::format("wrote {}: workload {}, {} events over {:.1f} s of trace time, {} format\n", a.output,
+                           a.workload, t.events.size(), t.seconds(), to_string(f));
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto a = std::make_shared<simulate_args>();
+  std::string names;
+  for (const auto& w : workloads()) names += fmt::format("\n  {:<12} {}", w.name, w.summary);
+  auto* cmd = app.add_subcommand("simulate", "Write a synthetic workload as a trace file");
+  cmd->add_option("workload", a->workload, "One of:" + names)->required();
+  cmd->add_option("-o,--output", a->output, "Output file (.csv/.csv.gz: PyTorch CSV; otherwise vram format)")->required();
+  cmd->add_option("--format", a->format, "torch, rmm or vram (default: from the file name)");
+  cmd->add_option("--seed", a->options.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--hours", a->options.hours, "inference: hours of simulated traffic")->capture_default_str();
+  cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")->capture_default_str();
+  cmd->callback([a] { run_simulate(*a); });
+}
+
+}  // namespace vram::cli

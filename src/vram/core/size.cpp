@@ -1,0 +1,51 @@
+// Parsing and printing of byte sizes.
+#include "vram/core/size.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "vram/core/error.hpp"
+
+namespace vram {
+
+std::size_t parse_size(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return usage_error(fmt::format("bad size '{}': {} (write e.g. 512, 64MiB, 80GiB)", text, why));
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+  if (digits == 0) throw bad(text.empty() || text[0] != '-' ? "no number" : "negative");
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  if (ec != std::errc{} || end != text.data() + digits) throw bad("not a number");
+  std::string_view unit = text.substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  static constexpr std::array<std::pair<std::string_view, double>, 13> units{{
+      {"", 1.0}, {"B", 1.0}, {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3}, {"M", 1048576.0}, {"MiB", 1048576.0},
+      {"MB", 1e6}, {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9}, {"TiB", 1099511627776.0}, {"TB", 1e12}}};
+  for (const auto& [name, factor] : units) {
+    if (unit == name) {
+      const double bytes = value * factor;
+      if (!(bytes < static_cast<double>(std::numeric_limits<std::size_t>::max()))) throw bad("too large");
+      if (bytes != std::floor(bytes)) throw bad("not a whole number of bytes");
+      return static_cast<std::size_t>(bytes);
+    }
+  }
+  throw bad("unknown unit '" + std::string(unit) + "'");
+}
+
+std::string format_bytes(std::size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (b < 1048576.0) return fmt::format("{:.2f} KiB", b / 1024.0);
+  if (b < 1073741824.0) return fmt::format("{:.2f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+}  // namespace vram

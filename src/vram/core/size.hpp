@@ -1,0 +1,16 @@
+#pragma once
+// Byte sizes written by people: "80GiB", "143771MiB", "512", "1.5GiB", "2MB" (MB = 10^6 B, MiB = 2^20 B).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace vram {
+
+/// @brief Parses a size. @throws usage_error naming the text for a malformed, negative or overflowing one.
+std::size_t parse_size(std::string_view text);
+
+/// @brief Formats bytes for a table: "512 B", "3.00 MiB", "5.35 GiB".
+std::string format_bytes(std::size_t bytes);
+
+}  // namespace vram

@@ -1,0 +1,67 @@
+// Parsing of --device and opening the device it names.
+#include "vram/device/device_spec.hpp"
+
+#include <charconv>
+
+#include "vram/core/error.hpp"
+#include "vram/core/size.hpp"
+
+namespace vram {
+
+device_spec parse_device_spec(std::string_view text) {
+  device_spec s;
+  s.text = std::string(text);
+  const auto colon = text.find(':');
+  const std::string_view head = text.substr(0, colon);
+  const std::string_view tail = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
+  auto bad = [&](std::string_view why) {
+    return usage_error("bad device '" + std::string(text) + "': " + std::string(why) +
+                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, cuda or cuda:N)");
+  };
+  if (head == "auto") {
+    if (colon != std::string_view::npos) throw bad("auto takes no argument");
+    s.which = device_spec::kind::automatic;
+  } else if (head == "sim") {
+    s.which = device_spec::kind::sim;
+    if (colon != std::string_view::npos) {
+      try {
+        s.capacity = parse_size(tail);
+      } catch (const usage_error& e) {
+        throw bad(e.what());
+      }
+      if (*s.capacity == 0) throw bad("capacity must be positive");
+    }
+  } else if (head == "cuda") {
+    s.which = device_spec::kind::cuda;
+    if (colon != std::string_view::npos) {
+      const auto [end, ec] = std::from_chars(tail.data(), tail.data() + tail.size(), s.index);
+      if (ec != std::errc{} || end != tail.data() + tail.size() || s.index < 0) throw bad("N must be a device number");
+    }
+  } else {
+    throw bad("unknown kind");
+  }
+  return s;
+}
+
+sim_device_options sim_options(const device_spec& spec) {
+  sim_device_options o;
+  if (spec.capacity) {
+    o.capacity = round_up(*spec.capacity, o.granularity);
+    o.label = "simulated device";
+  }
+  return o;
+}
+
+device_choice open_device(const device_spec& spec) {
+  device_choice c;
+  if (spec.which == device_spec::kind::cuda) {
+    throw usage_error("device '" + spec.text + "': this build of vram has no CUDA device; use --device sim");
+  }
+  c.dev = std::make_unique<sim_device>(sim_options(spec));
+  if (spec.which == device_spec::kind::automatic) {
+    c.note = "no GPU in use: running on the simulated device (" + c.dev->name() + ")";
+  }
+  return c;
+}
+
+}  // namespace vram

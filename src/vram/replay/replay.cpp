@@ -1,0 +1,158 @@
+// The replay loop: drives one allocator with a trace's program rows and measures memory and time.
+// Metrics are updated after every event from the allocator's O(1) counters; the costlier free_memory()
+// query runs only when reserved bytes reach a new peak.
+#include "vram/replay/replay.hpp"
+
+#include <chrono>
+#include <unordered_map>
+
+#include "vram/core/error.hpp"
+
+namespace vram {
+
+namespace detail {
+
+struct live_block {
+  device_ptr ptr;       // 0 when the allocation failed: its free is skipped silently
+  std::uint64_t size;
+  stream_id stream;
+};
+
+device_call_stats difference(const device_call_stats& after, const device_call_stats& before) {
+  device_call_stats d;
+  for (std::size_t k = 0; k < device_call_kinds; ++k) {
+    d.count[k] = after.count[k] - before.count[k];
+    d.nanoseconds[k] = after.nanoseconds[k] - before.nanoseconds[k];
+  }
+  return d;
+}
+
+}  // namespace detail
+
+std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
+  bool any = false;
+  std::int64_t reserved = 0, peak = 0;
+  for (const auto& e : t.events) {
+    switch (e.action) {
+      case trace_action::segment_alloc:
+      case trace_action::segment_map:
+        reserved += static_cast<std::int64_t>(e.size);
+        any = true;
+        break;
+      case trace_action::segment_free:
+      case trace_action::segment_unmap:
+        reserved -= static_cast<std::int64_t>(e.size);
+        any = true;
+        break;
+      default: continue;
+    }
+    if (reserved > peak) peak = reserved;
+  }
+  if (!any) return std::nullopt;
+  return static_cast<std::size_t>(peak);
+}
+
+replay_result replay(const trace& t, memory_resource& resource, const replay_options& options) {
+  replay_result r;
+  r.trace = t.name;
+  r.policy = std::string(resource.name());
+  r.trace_seconds = t.seconds();
+  r.recorded_peak_reserved_bytes = recorded_peak_reserved(t);
+
+  device& dev = resource.upstream_device();
+  const device_call_stats calls_before = dev.calls();
+
+  std::unordered_map<std::uint64_t, detail::live_block> live;
+  live.reserve(4096);
+  std::size_t live_bytes = 0;
+  double weighted_ratio = 0, weighted_time = 0;
+  const std::int64_t t0 = t.events.empty() ? 0 : t.events.front().time_us;
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t n = t.events.size();
+  std::size_t i = 0;
+  std::size_t reserved = resource.reserved_bytes();
+  std::int64_t state_since = t0;  // the state (live_bytes, reserved) has held since this time
+  for (; i < n; ++i) {
+    const trace_event& e = t.events[i];
+    // The state before this row held from state_since until now: weight reserved / live by that time.
+    if (live_bytes > 0 && e.time_us > state_since) {
+      const double dt = static_cast<double>(e.time_us - state_since);
+      weighted_ratio += dt * static_cast<double>(reserved) / static_cast<double>(live_bytes);
+      weighted_time += dt;
+    }
+    state_since = e.time_us;
+    if (e.action == trace_action::alloc) {
+      ++r.allocations;
+      auto [it, fresh] = live.try_emplace(e.addr, detail::live_block{0, e.size, e.stream});
+      if (!fresh) {
+        // The recorded allocator handed out a live address again: the old block's free was not recorded.
+        ++r.unmatched_frees;
+        if (it->second.ptr != 0) {
+          resource.deallocate(it->second.ptr, it->second.size, it->second.stream);
+          live_bytes -= it->second.size;
+        }
+        it->second = detail::live_block{0, e.size, e.stream};
+      }
+      const device_ptr p = e.size == 0 ? 0 : resource.try_allocate(e.size, e.stream);
+      if (p == 0 && e.size != 0) {
+        if (r.failed_allocations++ == 0) {
+          r.first_failure_event = i;
+          r.first_failure_time_s = static_cast<double>(e.time_us - t0) * 1e-6;
+          const auto info = dev.mem_info();
+          r.free_share_at_first_failure =
+              info.total == 0 ? 0.0 : static_cast<double>(info.free) / static_cast<double>(info.total);
+        }
+        if (options.stop_at_first_failure) {
+          ++i;
+          break;
+        }
+      } else {
+        it->second.ptr = p;
+        live_bytes += e.size;
+      }
+    } else if (e.action == trace_action::free_requested) {
+      auto it = live.find(e.addr);
+      if (it == live.end()) {
+        ++r.unmatched_frees;
+      } else {
+        if (it->second.ptr != 0) {
+          resource.deallocate(it->second.ptr, it->second.size, it->second.stream);
+          live_bytes -= it->second.size;
+        }
+        live.erase(it);
+      }
+    } else {
+      continue;  // rows of the recorded allocator: compared, not replayed
+    }
+
+    if (options.validate_each_step) resource.validate();
+    reserved = resource.reserved_bytes();
+    if (live_bytes > r.peak_live_bytes) r.peak_live_bytes = live_bytes;
+    if (resource.allocated_bytes() > r.peak_allocated_bytes) r.peak_allocated_bytes = resource.allocated_bytes();
+    if (reserved > r.peak_reserved_bytes) {
+      r.peak_reserved_bytes = reserved;
+      const std::size_t allocated = resource.allocated_bytes();
+      r.internal_fragmentation =
+          allocated == 0 ? 0.0 : 1.0 - static_cast<double>(live_bytes) / static_cast<double>(allocated);
+      const free_space fs = resource.free_memory();
+      r.external_fragmentation =
+          fs.total == 0 ? 0.0 : 1.0 - static_cast<double>(fs.largest) / static_cast<double>(fs.total);
+    }
+  }
+  const auto stop = std::chrono::steady_clock::now();
+
+  r.events = i;
+  r.final_reserved_bytes = resource.reserved_bytes();
+  r.reserved_over_live =
+      r.peak_live_bytes == 0 ? 0.0 : static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(r.peak_live_bytes);
+  r.mean_reserved_over_live = weighted_time > 0 ? weighted_ratio / weighted_time : r.reserved_over_live;
+  r.device_calls = detail::difference(dev.calls(), calls_before);
+  r.modelled_driver_seconds = static_cast<double>(r.device_calls.total_nanoseconds()) * 1e-9;
+  r.replay_seconds = std::chrono::duration<double>(stop - start).count();
+  r.events_per_second = r.replay_seconds > 0 ? static_cast<double>(r.events) / r.replay_seconds : 0.0;
+  r.cpu_ns_per_event = r.events == 0 ? 0.0 : r.replay_seconds * 1e9 / static_cast<double>(r.events);
+  return r;
+}
+
+}  // namespace vram

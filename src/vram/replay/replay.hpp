@@ -1,0 +1,60 @@
+#pragma once
+// Replays a trace against one allocator and measures it. The program's own rows drive the allocator:
+// `alloc` calls allocate(size, stream) and `free_requested` calls deallocate; `free_completed` and the
+// segment rows are what the recorded allocator did, kept only for comparison (recorded peak reserved).
+// A free that matches no live block is counted and skipped; an allocation the allocator cannot serve is
+// counted as failed, and its later free is skipped.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vram/device/device.hpp"
+#include "vram/resource/memory_resource.hpp"
+#include "vram/trace/trace.hpp"
+
+namespace vram {
+
+struct replay_options {
+  bool validate_each_step = false;  // run the allocator's validate() after every event (tests, debug)
+  bool stop_at_first_failure = false;  // end at the first failed allocation (vram fit)
+};
+
+/// @brief What one replay measured. Byte figures are exact; times are seconds.
+struct replay_result {
+  std::string trace;
+  std::string policy;
+  std::uint64_t events = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t failed_allocations = 0;
+  std::optional<std::uint64_t> first_failure_event;  // index of the first failed alloc row
+  double first_failure_time_s = 0;                   // trace time of that row from the start
+  double free_share_at_first_failure = 0;            // device free / total at that moment
+  std::uint64_t unmatched_frees = 0;
+
+  std::size_t peak_live_bytes = 0;      // max over time of the sum of requested sizes
+  std::size_t peak_reserved_bytes = 0;  // max over time of the allocator's reserved bytes
+  std::size_t peak_allocated_bytes = 0;
+  double reserved_over_live = 0;        // peak_reserved / peak_live
+  double internal_fragmentation = 0;    // 1 - live / allocated, at the moment of peak reserved
+  double external_fragmentation = 0;    // 1 - largest free block / free inside the allocator, at peak reserved
+  double mean_reserved_over_live = 0;   // time-weighted mean of reserved / live while live > 0
+  std::optional<std::size_t> recorded_peak_reserved_bytes;  // from segment rows, where the trace has them
+  std::size_t final_reserved_bytes = 0;
+
+  double trace_seconds = 0;
+  device_call_stats device_calls;       // calls the allocator made during the replay
+  double modelled_driver_seconds = 0;   // their time (modelled on the simulated device)
+  double replay_seconds = 0;            // host time of the replay
+  double events_per_second = 0;
+  double cpu_ns_per_event = 0;
+};
+
+/// @brief Replays @p t against @p resource (over its device).
+replay_result replay(const trace& t, memory_resource& resource, const replay_options& options = {});
+
+/// @brief The recorded allocator's peak reserved bytes from segment rows, if the trace has any.
+std::optional<std::size_t> recorded_peak_reserved(const trace& t);
+
+}  // namespace vram

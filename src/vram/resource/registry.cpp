@@ -1,0 +1,83 @@
+// The policy table and the parsing of policy specs.
+#include "vram/resource/registry.hpp"
+
+#include <array>
+
+#include "vram/core/error.hpp"
+#include "vram/emulation/factories.hpp"
+
+namespace vram {
+
+namespace detail {
+
+std::string known_policies() {
+  std::string s;
+  for (const auto& p : policies()) {
+    if (!s.empty()) s += ", ";
+    s += p.name;
+  }
+  return s;
+}
+
+const policy_info& find_policy(std::string_view name) {
+  for (const auto& p : policies())
+    if (p.name == name) return p;
+  throw usage_error("unknown policy '" + std::string(name) + "'; known policies: " + known_policies());
+}
+
+/// @brief "k=v;k=v" into options. @throws usage_error for an entry without '='.
+policy_options parse_options(std::string_view spec, std::string_view text) {
+  policy_options o;
+  while (!text.empty()) {
+    const auto end = text.find(';');
+    const std::string_view item = text.substr(0, end);
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      throw usage_error("policy '" + std::string(spec) + "': setting '" + std::string(item) + "' is not key=value");
+    o[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return o;
+}
+
+}  // namespace detail
+
+std::span<const policy_info> policies() {
+  static const std::array<policy_info, 5> table{{
+      {"cuda-direct", "cudaMalloc / cudaFree for every request, no pool", &make_cuda_direct_resource},
+      {"torch-native", "PyTorch's CUDA caching allocator, default settings", &make_torch_native_resource},
+      {"torch-expandable", "PyTorch's caching allocator with expandable_segments:True", &make_torch_expandable_resource},
+      {"rmm-pool", "RMM pool_memory_resource over cuda_memory_resource", &make_rmm_pool_resource},
+      {"cub-bins", "CUB CachingDeviceAllocator, default bins (growth 8)", &make_cub_bins_resource},
+  }};
+  return table;
+}
+
+std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& dev) {
+  const auto colon = spec.find(':');
+  const policy_info& p = detail::find_policy(spec.substr(0, colon));
+  const policy_options o =
+      colon == std::string_view::npos ? policy_options{} : detail::parse_options(spec, spec.substr(colon + 1));
+  return p.make(dev, o);
+}
+
+std::vector<std::string> parse_policy_list(std::string_view list) {
+  std::vector<std::string> out;
+  if (list == "all") {
+    for (const auto& p : policies()) out.emplace_back(p.name);
+    return out;
+  }
+  while (true) {
+    const auto comma = list.find(',');
+    const std::string_view spec = list.substr(0, comma);
+    if (spec.empty()) throw usage_error("empty policy name in the policy list; known policies: " + detail::known_policies());
+    (void)detail::find_policy(spec.substr(0, spec.find(':')));
+    out.emplace_back(spec);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace vram

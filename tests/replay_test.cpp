@@ -1,0 +1,142 @@
+// The replay loop's metrics, on hand-made traces against a resource whose every figure is known:
+// exact_resource reserves exactly the 512-rounded size of each live block, up to a limit.
+#include <gtest/gtest.h>
+
+#include <unordered_map>
+
+#include "vram/core/error.hpp"
+#include "vram/device/sim_device.hpp"
+#include "vram/replay/replay.hpp"
+#include "vram/resource/memory_resource.hpp"
+
+namespace vram {
+namespace {
+
+class exact_resource final : public memory_resource {
+ public:
+  exact_resource(device& d, std::size_t limit) : memory_resource(d), limit_(limit) {}
+  std::string_view name() const noexcept override { return "exact"; }
+  free_space free_memory() const override { return {}; }
+
+ protected:
+  device_ptr do_allocate(std::size_t bytes, stream_id) override {
+    const std::size_t r = round_up(bytes, 512);
+    if (allocated_ + r > limit_) return 0;
+    allocated_ += r;
+    reserved_ = allocated_;
+    next_ += r;
+    live_[next_] = r;
+    return next_;
+  }
+  void do_deallocate(device_ptr p, std::size_t, stream_id) override {
+    auto it = live_.find(p);
+    if (it == live_.end()) throw usage_error("not live");
+    allocated_ -= it->second;
+    reserved_ = allocated_;
+    live_.erase(it);
+  }
+
+ private:
+  std::size_t limit_;
+  device_ptr next_ = 1 << 20;
+  std::unordered_map<device_ptr, std::size_t> live_;
+};
+
+trace hand_trace() {
+  using a = trace_action;
+  trace t;
+  t.name = "hand";
+  t.events = {
+      {0, 0xA00, 1000, 0, a::alloc},            // live 1000, reserved 1024
+      {10, 0xB00, 3000, 0, a::alloc},           // live 4000, reserved 4096 (peak)
+      {30, 0xA00, 1000, 0, a::free_requested},  // live 3000, reserved 3072
+      {40, 0xC00, 512, 0, a::alloc},            // live 3512, reserved 3584
+      {100, 0xB00, 3000, 0, a::free_requested}, // live 512, reserved 512
+      {100, 0xF00, 64, 0, a::free_requested},   // matches nothing: counted, skipped
+      {110, 0xC00, 512, 0, a::free_requested},  // live 0
+      {120, 0x1, 2 * MiB, 0, a::segment_alloc}, // recorded allocator's rows: compared only
+      {130, 0x1, 2 * MiB, 0, a::segment_free},
+  };
+  return t;
+}
+
+sim_device_options quiet() {
+  sim_device_options o;
+  o.costs = cost_model::zero();
+  return o;
+}
+
+TEST(Replay, MeasuresEveryMetricOfAHandMadeTrace) {
+  sim_device dev(quiet());
+  exact_resource r(dev, 1 * GiB);
+  const replay_result m = replay(hand_trace(), r, {.validate_each_step = true});
+  EXPECT_EQ(m.trace, "hand");
+  EXPECT_EQ(m.policy, "exact");
+  EXPECT_EQ(m.events, 9u);
+  EXPECT_EQ(m.allocations, 3u);
+  EXPECT_EQ(m.unmatched_frees, 1u);
+  EXPECT_EQ(m.failed_allocations, 0u);
+  EXPECT_EQ(m.peak_live_bytes, 4000u);
+  EXPECT_EQ(m.peak_reserved_bytes, 4096u);
+  EXPECT_EQ(m.peak_allocated_bytes, 4096u);
+  EXPECT_DOUBLE_EQ(m.reserved_over_live, 4096.0 / 4000.0);
+  EXPECT_DOUBLE_EQ(m.internal_fragmentation, 1.0 - 4000.0 / 4096.0);  // at the peak reserved
+  EXPECT_DOUBLE_EQ(m.external_fragmentation, 0.0);
+  // Time-weighted reserved/live while live > 0: [0,10) 1024/1000, [10,30) 4096/4000, [30,40) 3072/3000,
+  // [40,100) 3584/3512, [100,110) 512/512; 110 us in all.
+  const double expected = (10 * 1.024 + 20 * 1.024 + 10 * 1.024 + 60 * (3584.0 / 3512.0) + 10 * 1.0) / 110.0;
+  EXPECT_NEAR(m.mean_reserved_over_live, expected, 1e-12);
+  ASSERT_TRUE(m.recorded_peak_reserved_bytes.has_value());
+  EXPECT_EQ(*m.recorded_peak_reserved_bytes, 2 * MiB);
+  EXPECT_DOUBLE_EQ(m.trace_seconds, 130e-6);
+  EXPECT_EQ(m.final_reserved_bytes, 0u);
+}
+
+TEST(Replay, CountsAFailedAllocationAndSkipsItsFree) {
+  sim_device dev(quiet());
+  exact_resource r(dev, 3584);  // A (1024) + B (3072) = 4096 does not fit
+  const replay_result m = replay(hand_trace(), r);
+  EXPECT_EQ(m.failed_allocations, 1u);
+  ASSERT_TRUE(m.first_failure_event.has_value());
+  EXPECT_EQ(*m.first_failure_event, 1u);
+  EXPECT_DOUBLE_EQ(m.first_failure_time_s, 10e-6);
+  EXPECT_EQ(m.unmatched_frees, 1u);  // only 0xF00: B's free is skipped because B failed
+  EXPECT_EQ(m.peak_live_bytes, 1000u);
+  EXPECT_EQ(m.events, 9u);
+}
+
+TEST(Replay, StopsAtTheFirstFailureWhenAsked) {
+  sim_device dev(quiet());
+  exact_resource r(dev, 3584);
+  const replay_result m = replay(hand_trace(), r, {.stop_at_first_failure = true});
+  EXPECT_EQ(m.failed_allocations, 1u);
+  EXPECT_EQ(m.events, 2u);
+}
+
+TEST(Replay, RecordedPeakIsNoneWithoutSegmentRows) {
+  trace t = hand_trace();
+  t.events.resize(7);
+  EXPECT_FALSE(recorded_peak_reserved(t).has_value());
+  // Segment rows: +20 MiB, +2 MiB, -20 MiB, +4 MiB (map): the running sum peaks at 22 MiB.
+  using a = trace_action;
+  t.events.push_back({200, 1, 20 * MiB, 0, a::segment_alloc});
+  t.events.push_back({201, 2, 2 * MiB, 0, a::segment_alloc});
+  t.events.push_back({202, 1, 20 * MiB, 0, a::segment_free});
+  t.events.push_back({203, 3, 4 * MiB, 0, a::segment_map});
+  EXPECT_EQ(recorded_peak_reserved(t), std::optional<std::size_t>(22 * MiB));
+}
+
+TEST(Replay, AnAllocAtALiveAddressFreesTheOldBlockAndCountsIt) {
+  using a = trace_action;
+  trace t;
+  t.events = {{0, 0xA, 1024, 0, a::alloc}, {1, 0xA, 2048, 0, a::alloc}, {2, 0xA, 2048, 0, a::free_requested}};
+  sim_device dev(quiet());
+  exact_resource r(dev, 1 * GiB);
+  const replay_result m = replay(t, r);
+  EXPECT_EQ(m.unmatched_frees, 1u);
+  EXPECT_EQ(m.peak_live_bytes, 2048u);
+  EXPECT_EQ(m.final_reserved_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace vram
