@@ -10,5 +10,6 @@ void add_fit_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace vram::cli

@@ -4,6 +4,9 @@
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/trace_warnings.hpp"
+#include "vram/core/error.hpp"
+#include "vram/trace/trace_check.hpp"
 #include "vram/trace/trace_io.hpp"
 
 namespace vram::cli {
@@ -14,11 +17,17 @@ struct convert_args {
   std::string input;
   std::string output;
   std::string to = "vram";
+  bool force = false;
 };
 
 void run_convert(const convert_args& a) {
   const trace_format f = parse_trace_format(a.to);
   const trace t = read_trace(a.input);
+  const std::string problems = describe_problems(a.input, t, check_trace(t));
+  if (!problems.empty()) {
+    if (!a.force) throw input_error(problems + "not converted (use --force to convert it as it is)");
+    std::cerr << "warning: " << problems;
+  }
   write_trace(a.output, t, f);
   std::cout << fmt::format("wrote {}: {} events, {} format\n", a.output, t.events.size(), to_string(f));
 }
@@ -31,6 +40,7 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("input", a->input, "Input trace (format detected)")->required();
   cmd->add_option("-o,--output", a->output, "Output file (.gz for gzip)")->required();
   cmd->add_option("--to", a->to, "torch, rmm or vram")->capture_default_str();
+  cmd->add_flag("--force", a->force, "Convert even when frees do not match allocations");
   cmd->callback([a] { run_convert(*a); });
 }
 

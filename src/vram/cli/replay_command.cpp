@@ -9,6 +9,8 @@
 #include "vram/replay/replay.hpp"
 #include "vram/report/replay_report.hpp"
 #include "vram/resource/registry.hpp"
+#include "vram/cli/trace_warnings.hpp"
+#include "vram/trace/trace_check.hpp"
 #include "vram/trace/trace_io.hpp"
 
 namespace vram::cli {
@@ -32,6 +34,10 @@ void run_replay(const replay_args& a) {
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
     const trace t = read_trace(path);
+    if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
+      progress.clear();
+      std::cerr << "warning: " << problems << "warning: such frees are counted (unmatched_frees) and skipped\n";
+    }
     for (const auto& policy : policies) {
       progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));
       auto choice = open_device(spec);
