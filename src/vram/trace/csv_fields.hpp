@@ -4,15 +4,16 @@
 // overflowing). The fast path of each parser calls from_chars directly; these helpers also build the
 // error message when a field fails, so every error reads "FILE:LINE: problem".
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "vram/core/error.hpp"
+#include "vram/trace/gzip.hpp"
 
 namespace vram::detail {
 
@@ -43,13 +44,19 @@ inline std::size_t count_lines(std::string_view text) noexcept {
   return n;
 }
 
-/// @brief Walks the lines of a text, dropping '\r' before '\n'. Keeps the 1-based line number for errors.
+/// @brief Walks the lines of a text given in pieces of whole lines, dropping '\r' before '\n'. Keeps the
+/// 1-based line number across pieces for errors.
 class line_cursor {
  public:
-  line_cursor(std::string_view text, const std::string& path) noexcept
-      : p_(text.data()), end_(text.data() + text.size()), path_(path) {}
+  explicit line_cursor(const std::string& path) noexcept : path_(path) {}
 
-  /// @brief Moves to the next line; false at the end of the text.
+  /// @brief Starts on the next piece of text; line numbers go on from the last piece.
+  void reset(std::string_view piece) noexcept {
+    p_ = piece.data();
+    end_ = piece.data() + piece.size();
+  }
+
+  /// @brief Moves to the next line; false at the end of the piece.
   bool next(std::string_view& line) noexcept {
     if (p_ >= end_) return false;
     const auto* nl = static_cast<const char*>(std::memchr(p_, '\n', static_cast<std::size_t>(end_ - p_)));
@@ -67,15 +74,23 @@ class line_cursor {
 
   /// @brief Throws input_error "PATH:LINE: problem" for the current line.
   [[noreturn]] void fail(std::string_view problem) const {
-    throw input_error(fmt::format("{}:{}: {}", path_, line_, problem));
+    throw input_error(fmt::format("{}:{}: {}", path_, line_ == 0 ? 1 : line_, problem));
   }
 
  private:
-  const char* p_;
-  const char* end_;
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
   const std::string& path_;
   std::size_t line_ = 0;
 };
+
+/// @brief Rows to reserve for a CSV: exact for plain text; for gzip, the announced size over
+/// @p min_row_bytes, capped by the compressed size so a corrupt trailer cannot reserve gigabytes.
+inline std::size_t row_estimate(text_source& src, std::size_t min_row_bytes) {
+  if (!src.is_gzip()) return count_lines(src.peek());
+  const std::size_t guess = src.size_hint() / min_row_bytes + 1;
+  return guess < src.input_size() ? guess : src.input_size();
+}
 
 /// @brief Splits @p rest at its first ',' (the whole of it when there is none).
 inline std::string_view take_field(std::string_view& rest) noexcept {
@@ -98,7 +113,8 @@ inline std::string decimal_problem(std::string_view field, std::string_view colu
   if (field.front() == '-') return fmt::format("negative {} {}", column, quote_for_error(field));
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-  if (ec == std::errc::result_out_of_range) return fmt::format("{} {} overflows 64 bits", column, quote_for_error(field));
+  if (ec == std::errc::result_out_of_range)
+    return fmt::format("{} {} overflows 64 bits", column, quote_for_error(field));
   if (ec != std::errc{} || ptr != field.data() + field.size())
     return fmt::format("{} {} is not a number", column, quote_for_error(field));
   return {};

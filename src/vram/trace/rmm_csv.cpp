@@ -33,8 +33,8 @@ void check_header(std::string_view line, const line_cursor& at) {
   for (std::size_t i = 0; i < rmm_columns.size(); ++i) {
     const std::string_view name = take_field(rest);
     if (name != rmm_columns[i])
-      at.fail(fmt::format("header column {} is {}, expected '{}' (the header must be {})", i + 1,
-                          quote_for_error(name), rmm_columns[i], rmm_header));
+      at.fail(fmt::format("header column {} is {}, expected '{}' (the header must be {})", i + 1, quote_for_error(name),
+                          rmm_columns[i], rmm_header));
   }
 }
 
@@ -93,10 +93,14 @@ std::string hex_problem(std::string_view field, std::string_view column) {
 }
 
 bool action_from_rmm(std::string_view s, trace_action& a) noexcept {
-  if (s == "allocate") a = trace_action::alloc;
-  else if (s == "free" || s == "deallocate") a = trace_action::free_requested;
-  else if (s == "allocate failure") a = trace_action::oom;
-  else return false;
+  if (s == "allocate")
+    a = trace_action::alloc;
+  else if (s == "free" || s == "deallocate")
+    a = trace_action::free_requested;
+  else if (s == "allocate failure")
+    a = trace_action::oom;
+  else
+    return false;
   return true;
 }
 
@@ -114,46 +118,54 @@ void append_two(std::string& out, std::int64_t v) {
 
 }  // namespace
 
-std::vector<trace_event> parse_rmm_csv(std::string_view text, const std::string& path) {
-  line_cursor at(text, path);
+std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path) {
+  line_cursor at(path);
+  std::string_view piece;
   std::string_view line;
-  while (at.next(line) && line.empty()) {
-  }
-  if (line.empty()) throw input_error(fmt::format("{}:1: empty file, expected the header {}", path, rmm_header));
-  check_header(line, at);
-
+  bool header_seen = false;
   std::vector<trace_event> events;
-  events.reserve(count_lines(text));
+  events.reserve(row_estimate(src, 40));
+
   std::int64_t day_offset = 0;
   std::int64_t last_raw = -1;
   std::int64_t last_time = 0;
-  while (at.next(line)) {
-    if (line.empty()) continue;
-    const std::size_t n = count_fields(line);
-    if (n != rmm_columns.size())
-      at.fail(fmt::format("wrong number of fields: {} instead of {} ({})", n, rmm_columns.size(), rmm_header));
-    std::string_view rest = line;
-    if (take_field(rest).empty()) at.fail("empty Thread");
-    const std::string_view time = take_field(rest);
-    const std::int64_t raw = parse_time(time);
-    if (raw < 0) at.fail(fmt::format("Time {} is not HH:MM:SS.ffffff", quote_for_error(time)));
-    trace_event e;
-    const std::string_view action = take_field(rest);
-    if (!action_from_rmm(action, e.action))
-      at.fail(fmt::format("unknown action {} (expected allocate, free or allocate failure)", quote_for_error(action)));
-    const std::string_view pointer = take_field(rest);
-    if (!parse_hex(pointer, e.addr)) at.fail(hex_problem(pointer, "Pointer"));
-    e.size = parse_decimal(take_field(rest), "Size", at);
-    const std::string_view stream = take_field(rest);
-    if (!parse_hex(stream, e.stream)) at.fail(hex_problem(stream, "Stream"));
+  while (src.next(piece)) {
+    at.reset(piece);
+    while (at.next(line)) {
+      if (line.empty()) continue;
+      if (!header_seen) {
+        check_header(line, at);
+        header_seen = true;
+        continue;
+      }
+      const std::size_t n = count_fields(line);
+      if (n != rmm_columns.size())
+        at.fail(fmt::format("wrong number of fields: {} instead of {} ({})", n, rmm_columns.size(), rmm_header));
+      std::string_view rest = line;
+      if (take_field(rest).empty()) at.fail("empty Thread");
+      const std::string_view time = take_field(rest);
+      const std::int64_t raw = parse_time(time);
+      if (raw < 0) at.fail(fmt::format("Time {} is not HH:MM:SS.ffffff", quote_for_error(time)));
+      trace_event e;
+      const std::string_view action = take_field(rest);
+      if (!action_from_rmm(action, e.action))
+        at.fail(
+            fmt::format("unknown action {} (expected allocate, free or allocate failure)", quote_for_error(action)));
+      const std::string_view pointer = take_field(rest);
+      if (!parse_hex(pointer, e.addr)) at.fail(hex_problem(pointer, "Pointer"));
+      e.size = parse_decimal(take_field(rest), "Size", at);
+      const std::string_view stream = take_field(rest);
+      if (!parse_hex(stream, e.stream)) at.fail(hex_problem(stream, "Stream"));
 
-    if (last_raw >= 0 && raw + us_half_day < last_raw) day_offset += us_per_day;  // past midnight
-    last_raw = raw;
-    e.time_us = raw + day_offset;
-    if (e.time_us < last_time) e.time_us = last_time;  // threads racing to the log
-    last_time = e.time_us;
-    events.push_back(e);
+      if (last_raw >= 0 && raw + us_half_day < last_raw) day_offset += us_per_day;  // past midnight
+      last_raw = raw;
+      e.time_us = raw + day_offset;
+      if (e.time_us < last_time) e.time_us = last_time;  // threads racing to the log
+      last_time = e.time_us;
+      events.push_back(e);
+    }
   }
+  if (!header_seen) throw input_error(fmt::format("{}:1: empty file, expected the header {}", path, rmm_header));
   return events;
 }
 
@@ -165,10 +177,17 @@ std::string format_rmm_csv(const trace& t) {
   for (const trace_event& e : t.events) {
     std::string_view action;
     switch (e.action) {
-      case trace_action::alloc: action = "allocate"; break;
-      case trace_action::free_requested: action = "free"; break;
-      case trace_action::oom: action = "allocate failure"; break;
-      default: continue;  // not something RMM logs
+      case trace_action::alloc:
+        action = "allocate";
+        break;
+      case trace_action::free_requested:
+        action = "free";
+        break;
+      case trace_action::oom:
+        action = "allocate failure";
+        break;
+      default:
+        continue;  // not something RMM logs
     }
     const std::int64_t tod = ((e.time_us % us_per_day) + us_per_day) % us_per_day;
     const std::int64_t sec = tod / 1'000'000;

@@ -7,16 +7,17 @@
 #include <string_view>
 #include <vector>
 
+#include "vram/trace/gzip.hpp"
 #include "vram/trace/trace.hpp"
 
 namespace vram::detail {
 
 inline constexpr std::string_view rmm_header = "Thread,Time,Action,Pointer,Size,Stream";
 
-/// @brief Parses the text of an RMM log (already inflated). Maps allocate -> alloc, free -> free_requested,
+/// @brief Parses the text of an RMM log, piece by piece. Maps allocate -> alloc, free -> free_requested,
 /// "allocate failure" -> oom; Time becomes microseconds from the first midnight.
 /// @throws input_error "PATH:LINE: problem".
-std::vector<trace_event> parse_rmm_csv(std::string_view text, const std::string& path);
+std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path);
 
 /// @brief The RMM log text of @p t. Rows RMM does not log (free_completed, segment rows, snapshots) are left
 /// out; time_us is written as the time of day it falls on.

@@ -43,8 +43,8 @@ void check_header(std::string_view line, const line_cursor& at) {
   for (std::size_t i = 0; i < torch_columns.size(); ++i) {
     const std::string_view name = take_field(rest);
     if (name != torch_columns[i])
-      at.fail(fmt::format("header column {} is {}, expected '{}' (the header must be {})", i + 1,
-                          quote_for_error(name), torch_columns[i], torch_header));
+      at.fail(fmt::format("header column {} is {}, expected '{}' (the header must be {})", i + 1, quote_for_error(name),
+                          torch_columns[i], torch_header));
   }
 }
 
@@ -95,26 +95,33 @@ void append_decimal(std::string& out, std::uint64_t v) {
 
 }  // namespace
 
-std::vector<trace_event> parse_torch_csv(std::string_view text, const std::string& path) {
-  line_cursor at(text, path);
+std::vector<trace_event> parse_torch_csv(text_source& src, const std::string& path) {
+  line_cursor at(path);
+  std::string_view piece;
   std::string_view line;
-  while (at.next(line) && line.empty()) {
-  }
-  if (line.empty()) throw input_error(fmt::format("{}:1: empty file, expected the header {}", path, torch_header));
-  check_header(line, at);
-
+  bool header_seen = false;
   std::vector<trace_event> events;
-  events.reserve(count_lines(text));
+  events.reserve(row_estimate(src, 32));
+
   std::int64_t last_time = 0;
-  while (at.next(line)) {
-    if (line.empty()) continue;
-    trace_event e;
-    if (!parse_row(line, e)) diagnose_row(line, at);
-    if (e.time_us < last_time)
-      at.fail(fmt::format("time_us {} goes backwards (the row before has {})", e.time_us, last_time));
-    last_time = e.time_us;
-    events.push_back(e);
+  while (src.next(piece)) {
+    at.reset(piece);
+    while (at.next(line)) {
+      if (line.empty()) continue;
+      if (!header_seen) {
+        check_header(line, at);
+        header_seen = true;
+        continue;
+      }
+      trace_event e;
+      if (!parse_row(line, e)) diagnose_row(line, at);
+      if (e.time_us < last_time)
+        at.fail(fmt::format("time_us {} goes backwards (the row before has {})", e.time_us, last_time));
+      last_time = e.time_us;
+      events.push_back(e);
+    }
   }
+  if (!header_seen) throw input_error(fmt::format("{}:1: empty file, expected the header {}", path, torch_header));
   return events;
 }
 

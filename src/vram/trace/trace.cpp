@@ -9,8 +9,8 @@ namespace vram {
 
 namespace detail {
 constexpr std::array<std::string_view, 9> action_names = {
-    "alloc",         "free_requested", "free_completed", "segment_alloc", "segment_free",
-    "segment_map",   "segment_unmap",  "oom",            "snapshot",
+    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap",
+    "oom",   "snapshot",
 };
 }  // namespace detail
 

@@ -20,7 +20,7 @@ struct trace_check {
   std::optional<std::size_t> first_unmatched_free;
   std::optional<std::size_t> first_double_free;
   std::optional<std::size_t> first_duplicate_alloc;
-  std::uint64_t live_at_end = 0;       // allocs never freed (not a problem: a trace may stop mid-run)
+  std::uint64_t live_at_end = 0;  // allocs never freed (not a problem: a trace may stop mid-run)
 
   /// @brief True when no free is unmatched or double and no alloc lands on a live address.
   bool clean() const noexcept { return unmatched_frees == 0 && double_frees == 0 && duplicate_allocs == 0; }

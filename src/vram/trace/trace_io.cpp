@@ -1,7 +1,8 @@
 // read_trace / write_trace: the one entry point over the formats. Design decisions:
 //  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
 //    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
-//  - the file is read whole and inflated whole, and each parser runs over one contiguous buffer;
+//  - the file is read whole; a gzip CSV is inflated in pieces of whole lines as the parser goes, a gzip
+//    vram file whole (its decoder wants one buffer);
 //  - writers build the whole file in memory and gzip it when the path ends in ".gz".
 
 #include "vram/trace/trace_io.hpp"
@@ -45,10 +46,10 @@ trace_format detect_format(std::string_view text, const std::string& path) {
   if (first.size() >= 3 && first.substr(0, 3) == "\xEF\xBB\xBF") first.remove_prefix(3);
   if (first.substr(0, 8) == "time_us,") return trace_format::torch;
   if (first.substr(0, 7) == "Thread,") return trace_format::rmm;
-  throw input_error(fmt::format(
-      "{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
-      "(Thread,Time,Action,Pointer,Size,Stream)",
-      path, quote_for_error(first), torch_header));
+  throw input_error(
+      fmt::format("{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
+                  "(Thread,Time,Action,Pointer,Size,Stream)",
+                  path, quote_for_error(first), torch_header));
 }
 
 // Every reader returns non-negative, non-decreasing times; a trace that breaks that cannot be written.
@@ -57,10 +58,13 @@ void check_writable(const trace& t, const std::string& path) {
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const std::int64_t time = t.events[i].time_us;
     if (time < 0)
-      throw usage_error(fmt::format("{}: cannot write trace '{}': event {} has negative time_us {}", path, t.name, i, time));
+      throw usage_error(
+          fmt::format("{}: cannot write trace '{}': event {} has negative time_us {}", path, t.name, i, time));
     if (time < last)
-      throw usage_error(fmt::format("{}: cannot write trace '{}': event {} has time_us {}, earlier than {} of the event "
-                                    "before (traces must be in time order)", path, t.name, i, time, last));
+      throw usage_error(
+          fmt::format("{}: cannot write trace '{}': event {} has time_us {}, earlier than {} of the event "
+                      "before (traces must be in time order)",
+                      path, t.name, i, time, last));
     last = time;
   }
 }
@@ -76,26 +80,35 @@ trace_format parse_trace_format(std::string_view name) {
 
 std::string_view to_string(trace_format f) noexcept {
   switch (f) {
-    case trace_format::torch: return "torch";
-    case trace_format::rmm: return "rmm";
-    case trace_format::vram: return "vram";
+    case trace_format::torch:
+      return "torch";
+    case trace_format::rmm:
+      return "rmm";
+    case trace_format::vram:
+      return "vram";
   }
   return "unknown";
 }
 
 trace read_trace(const std::string& path) {
-  std::string bytes = detail::read_file_bytes(path);
+  const std::string bytes = detail::read_file_bytes(path);
   if (bytes.empty()) throw input_error(fmt::format("{}:1: empty file", path));
-  if (detail::is_gzip(bytes)) {
-    bytes = detail::gunzip(bytes, path);
-    if (bytes.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
-  }
+  detail::text_source text(bytes, path);
+  const std::string_view head = text.peek();
+  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
   trace t;
   t.name = detail::trace_name_from_path(path);
-  switch (detail::detect_format(bytes, path)) {
-    case trace_format::torch: t.events = detail::parse_torch_csv(bytes, path); break;
-    case trace_format::rmm: t.events = detail::parse_rmm_csv(bytes, path); break;
-    case trace_format::vram: t.events = detail::parse_vram_format(bytes, path); break;
+  switch (detail::detect_format(head, path)) {
+    case trace_format::torch:
+      t.events = detail::parse_torch_csv(text, path);
+      break;
+    case trace_format::rmm:
+      t.events = detail::parse_rmm_csv(text, path);
+      break;
+    case trace_format::vram:
+      t.events = text.is_gzip() ? detail::parse_vram_format(detail::gunzip(bytes, path), path)
+                                : detail::parse_vram_format(bytes, path);
+      break;
   }
   return t;
 }
@@ -104,9 +117,15 @@ void write_trace(const std::string& path, const trace& t, trace_format f) {
   detail::check_writable(t, path);
   std::string text;
   switch (f) {
-    case trace_format::torch: text = detail::format_torch_csv(t); break;
-    case trace_format::rmm: text = detail::format_rmm_csv(t); break;
-    case trace_format::vram: text = detail::format_vram(t); break;
+    case trace_format::torch:
+      text = detail::format_torch_csv(t);
+      break;
+    case trace_format::rmm:
+      text = detail::format_rmm_csv(t);
+      break;
+    case trace_format::vram:
+      text = detail::format_vram(t);
+      break;
   }
   if (detail::ends_with(path, ".gz")) text = detail::gzip(text);
   detail::write_file_bytes(path, text);

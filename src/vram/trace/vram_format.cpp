@@ -13,11 +13,11 @@
 
 #include "vram/trace/vram_format.hpp"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <climits>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "vram/core/error.hpp"
 
@@ -155,7 +155,9 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
     if ((tag & flag_stream) != 0) e.stream = in.varint();
     events.push_back(e);
   }
-  if (!in.at_end()) in.fail(fmt::format("{} bytes after the last of {} events", payload.size() + vram_header_size - in.offset(), count));
+  if (!in.at_end())
+    in.fail(
+        fmt::format("{} bytes after the last of {} events", payload.size() + vram_header_size - in.offset(), count));
   return events;
 }
 
