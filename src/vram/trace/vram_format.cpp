@@ -143,9 +143,10 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
   payload_reader in(payload, path);
   trace_event e;
   for (std::uint64_t i = 0; i < count; ++i) {
+    const std::size_t record_at = in.offset();
     const std::uint8_t tag = in.byte();
     if ((tag & ~known_flags) != 0 || (tag & action_mask) > max_action)
-      in.fail(fmt::format("event {}: bad tag byte 0x{:02x}", i, tag));
+      fail(record_at, fmt::format("event {}: bad tag byte 0x{:02x}", i, tag));
     e.action = static_cast<trace_action>(tag & action_mask);
     const std::uint64_t dt = in.varint();
     if (dt > static_cast<std::uint64_t>(INT64_MAX - e.time_us)) in.fail(fmt::format("event {}: time overflows", i));

@@ -1,0 +1,496 @@
+// Trace input and output: exact events from small hand-made files in tests/data, round trips between the
+// formats, one input_error per kind of bad input (naming the file, the line and the problem), corrupt and
+// truncated gzip and vram files, check_trace on a hand-made trace, and the shared recorded traces.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "vram/core/error.hpp"
+#include "vram/trace/trace.hpp"
+#include "vram/trace/trace_check.hpp"
+#include "vram/trace/trace_io.hpp"
+
+namespace vram {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string data_dir = VRAM_TEST_DATA;
+const std::string shared_dir = VRAM_SHARED_TRACES;
+
+std::string data(const std::string& name) { return data_dir + "/" + name; }
+
+// A scratch folder of this test binary's own, removed at exit.
+class scratch {
+ public:
+  scratch() : dir_(std::filesystem::path(::testing::TempDir()) / ("vram_trace_io_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+  }
+  ~scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+scratch& tmp() {
+  static scratch s;
+  return s;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+trace_event ev(std::int64_t t, trace_action a, std::uint64_t addr, std::uint64_t size, std::uint64_t stream = 0) {
+  trace_event e;
+  e.time_us = t;
+  e.action = a;
+  e.addr = addr;
+  e.size = size;
+  e.stream = stream;
+  return e;
+}
+
+bool same_event(const trace_event& a, const trace_event& b) {
+  return a.time_us == b.time_us && a.action == b.action && a.addr == b.addr && a.size == b.size &&
+         a.stream == b.stream;
+}
+
+MATCHER_P(events_are, expected, "") {
+  if (arg.size() != expected.size()) {
+    *result_listener << "has " << arg.size() << " events, expected " << expected.size();
+    return false;
+  }
+  for (std::size_t i = 0; i < arg.size(); ++i) {
+    if (!same_event(arg[i], expected[i])) {
+      *result_listener << "differs at event " << i << ": time " << arg[i].time_us << " "
+                       << to_string(arg[i].action) << " addr " << arg[i].addr << " size " << arg[i].size
+                       << " stream " << arg[i].stream;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The input_error message read_trace throws for @p path ("" when none is thrown).
+std::string read_error(const std::string& path) {
+  try {
+    read_trace(path);
+  } catch (const input_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::vector<trace_event> torch_small_events = {
+    ev(1000, trace_action::segment_alloc, 4096000, 2097152),
+    ev(1001, trace_action::alloc, 4096000, 1024),
+    ev(1005, trace_action::alloc, 4097024, 512, 7),
+    ev(1010, trace_action::free_requested, 4096000, 1024),
+    ev(1012, trace_action::free_completed, 4096000, 1024),
+    ev(1020, trace_action::segment_map, 8192000, 2097152),
+    ev(1021, trace_action::segment_unmap, 8192000, 2097152),
+    ev(1030, trace_action::oom, 0, 4294967296),
+    ev(1031, trace_action::snapshot, 0, 0),
+    ev(1040, trace_action::segment_free, 4096000, 2097152),
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Good input
+
+TEST(trace_io, reads_every_torch_action_exactly) {
+  const trace t = read_trace(data("torch_small.csv"));
+  EXPECT_EQ(t.name, "torch_small");
+  EXPECT_THAT(t.events, events_are(torch_small_events));
+  EXPECT_DOUBLE_EQ(t.seconds(), 40e-6);  // 1040 - 1000 us
+}
+
+TEST(trace_io, gzip_and_plain_give_the_same_events) {
+  EXPECT_THAT(read_trace(data("torch_small.csv.gz")).events, events_are(torch_small_events));
+}
+
+TEST(trace_io, crlf_blank_lines_and_a_missing_last_newline_are_read) {
+  const std::string p = tmp().path("crlf.csv");
+  spit(p, "time_us,action,addr,size,stream\r\n\r\n5,alloc,64,8,0\r\n\r\n6,free_requested,64,8,0");
+  EXPECT_THAT(read_trace(p).events, events_are(std::vector{ev(5, trace_action::alloc, 64, 8),
+                                                            ev(6, trace_action::free_requested, 64, 8)}));
+}
+
+TEST(trace_io, reads_rmm_log_across_midnight) {
+  // 23:59:59.999000 = 86,399.999 s; 00:00:00.000250 the next day = 86,400,000,250 us; the failure row
+  // (00:00:00.000200) was logged 50 us early by another thread and takes the time of the row before.
+  const trace t = read_trace(data("rmm_small.csv"));
+  EXPECT_THAT(t.events, events_are(std::vector{
+                            ev(86'399'999'000, trace_action::alloc, 0x7f8a40000000, 1024, 0),
+                            ev(86'399'999'500, trace_action::alloc, 0x7f8a40000400, 2048, 0x7f8a38001020),
+                            ev(86'400'000'250, trace_action::free_requested, 0x7f8a40000000, 1024, 0),
+                            ev(86'400'000'250, trace_action::oom, 0, 1099511627776, 0),
+                        }));
+}
+
+TEST(trace_io, reads_rmm_hex_without_prefix_and_short_fractions) {
+  // 10:00:00.000001 = 36,000,000,001 us; 10:00:00.5 = 36,000,500,000 us.
+  EXPECT_THAT(read_trace(data("rmm_bare_hex.csv")).events,
+              events_are(std::vector{ev(36'000'000'001, trace_action::alloc, 0x7f0000000000, 256),
+                                     ev(36'000'500'000, trace_action::free_requested, 0x7f0000000000, 256)}));
+}
+
+TEST(trace_io, format_names_round_trip) {
+  for (const trace_format f : {trace_format::torch, trace_format::rmm, trace_format::vram})
+    EXPECT_EQ(parse_trace_format(to_string(f)), f);
+  EXPECT_THROW(parse_trace_format("csv"), usage_error);
+  EXPECT_EQ(to_string(trace_action::free_completed), "free_completed");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Round trips
+
+TEST(trace_io, torch_to_vram_to_torch_keeps_every_event) {
+  const trace t = read_trace(data("torch_small.csv"));
+  write_trace(tmp().path("small.vram"), t, trace_format::vram);
+  const trace v = read_trace(tmp().path("small.vram"));
+  EXPECT_EQ(v.name, "small");
+  EXPECT_THAT(v.events, events_are(torch_small_events));
+  write_trace(tmp().path("small_back.csv"), v, trace_format::torch);
+  EXPECT_EQ(slurp(tmp().path("small_back.csv")), slurp(data("torch_small.csv")));  // byte for byte
+}
+
+TEST(trace_io, gzip_written_when_the_path_ends_in_gz) {
+  const trace t = read_trace(data("torch_small.csv"));
+  for (const trace_format f : {trace_format::torch, trace_format::vram}) {
+    const std::string p = tmp().path(std::string("small_gz.") + std::string(to_string(f)) + ".gz");
+    write_trace(p, t, f);
+    const std::string bytes = slurp(p);
+    ASSERT_GE(bytes.size(), 2u);
+    EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x1f);
+    EXPECT_EQ(static_cast<unsigned char>(bytes[1]), 0x8b);
+    EXPECT_THAT(read_trace(p).events, events_are(torch_small_events));
+  }
+}
+
+TEST(trace_io, rmm_to_vram_keeps_every_event) {
+  const trace r = read_trace(data("rmm_small.csv"));
+  write_trace(tmp().path("rmm.vram"), r, trace_format::vram);
+  EXPECT_THAT(read_trace(tmp().path("rmm.vram")).events, events_are(r.events));
+  write_trace(tmp().path("rmm_back.csv"), r, trace_format::rmm);
+  EXPECT_THAT(read_trace(tmp().path("rmm_back.csv")).events, events_are(r.events));
+}
+
+TEST(trace_io, rmm_writer_keeps_only_what_rmm_logs) {
+  // Of the ten torch rows, RMM logs alloc (2), free_requested (1) and oom (1); its clock is the time of
+  // day, so 1001 us after the epoch is 00:00:00.001001.
+  write_trace(tmp().path("small.rmm.csv"), read_trace(data("torch_small.csv")), trace_format::rmm);
+  EXPECT_EQ(slurp(tmp().path("small.rmm.csv")),
+            "Thread,Time,Action,Pointer,Size,Stream\n"
+            "1,00:00:00.001001,allocate,0x3e8000,1024,0x0\n"
+            "1,00:00:00.001005,allocate,0x3e8400,512,0x7\n"
+            "1,00:00:00.001010,free,0x3e8000,1024,0x0\n"
+            "1,00:00:00.001030,allocate failure,0x0,4294967296,0x0\n");
+}
+
+TEST(trace_io, vram_format_is_compact_for_repeated_fields) {
+  // free_requested then free_completed of the same block: the second record is a tag byte and a one-byte
+  // time delta. Header 40 bytes; records: alloc 1+1+2(zigzag addr 64 -> 128)+1+0 = 5, free_requested
+  // 1+1+0+0 = 2, free_completed 1+1 = 2. Total 49.
+  trace t;
+  t.events = {ev(1, trace_action::alloc, 64, 8), ev(2, trace_action::free_requested, 64, 8),
+              ev(3, trace_action::free_completed, 64, 8)};
+  write_trace(tmp().path("tiny.vram"), t, trace_format::vram);
+  EXPECT_EQ(slurp(tmp().path("tiny.vram")).size(), 49u);
+  EXPECT_THAT(read_trace(tmp().path("tiny.vram")).events, events_are(t.events));
+}
+
+TEST(trace_io, writer_refuses_times_that_go_backwards_or_below_zero) {
+  trace t;
+  t.events = {ev(5, trace_action::alloc, 64, 8), ev(4, trace_action::free_requested, 64, 8)};
+  EXPECT_THROW(write_trace(tmp().path("back.vram"), t, trace_format::vram), usage_error);
+  t.events = {ev(-1, trace_action::alloc, 64, 8)};
+  EXPECT_THROW(write_trace(tmp().path("neg.csv"), t, trace_format::torch), usage_error);
+}
+
+TEST(trace_io, extreme_values_round_trip_through_every_format) {
+  trace t;
+  const std::uint64_t max = UINT64_MAX;
+  t.events = {ev(0, trace_action::alloc, max, max, max), ev(0, trace_action::free_requested, 0, 0, 0),
+              ev(INT64_MAX, trace_action::alloc, 1, 1, 1)};
+  write_trace(tmp().path("extreme.vram"), t, trace_format::vram);
+  EXPECT_THAT(read_trace(tmp().path("extreme.vram")).events, events_are(t.events));
+  write_trace(tmp().path("extreme.csv"), t, trace_format::torch);
+  EXPECT_THAT(read_trace(tmp().path("extreme.csv")).events, events_are(t.events));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Bad input: each names the file, the line and the problem
+
+struct bad_case {
+  const char* file;
+  const char* where;    // ":LINE:" (or ":" for whole-file problems)
+  const char* problem;  // words of the message
+};
+
+class bad_input : public ::testing::TestWithParam<bad_case> {};
+
+TEST_P(bad_input, gives_input_error_naming_file_line_and_problem) {
+  const bad_case c = GetParam();
+  const std::string msg = read_error(data(c.file));
+  ASSERT_FALSE(msg.empty()) << c.file << " was read without error";
+  EXPECT_THAT(msg, HasSubstr(data(c.file) + c.where)) << msg;
+  EXPECT_THAT(msg, HasSubstr(c.problem)) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    files, bad_input,
+    ::testing::Values(bad_case{"missing_file.csv", ":", "cannot open"}, bad_case{"empty.csv", ":1:", "empty file"},
+                      bad_case{"bad_header_name.csv", ":1:", "header column 3 is 'adr', expected 'addr'"},
+                      bad_case{"bad_header_missing.csv", ":1:", "header has 4 columns, expected 5"},
+                      bad_case{"bad_fields.csv", ":3:", "wrong number of fields: 4 instead of 5"},
+                      bad_case{"bad_action.csv", ":4:", "unknown action 'malloc'"},
+                      bad_case{"bad_negative.csv", ":2:", "negative size '-5'"},
+                      bad_case{"bad_not_number.csv", ":2:", "addr '0x10' is not a number"},
+                      bad_case{"bad_overflow.csv", ":2:", "addr '18446744073709551616' overflows 64 bits"},
+                      bad_case{"bad_backwards.csv", ":3:", "time_us 4 goes backwards"},
+                      bad_case{"bad_rmm_pointer.csv", ":2:", "Pointer '0xzz' is not a hexadecimal number"},
+                      bad_case{"bad_rmm_time.csv", ":2:", "Time 'noon' is not HH:MM:SS.ffffff"},
+                      bad_case{"truncated.csv.gz", ":", "truncated gzip stream"}),
+    [](const ::testing::TestParamInfo<bad_case>& info) {
+      std::string name = info.param.file;
+      for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+TEST(trace_io, unknown_format_names_the_first_line) {
+  const std::string p = tmp().path("notes.txt");
+  spit(p, "hello,world\n1,2\n");
+  EXPECT_THAT(read_error(p), HasSubstr(p + ":1: unknown trace format: the first line 'hello,world'"));
+}
+
+TEST(trace_io, a_directory_is_not_a_trace) {
+  EXPECT_THAT(read_error(data_dir), HasSubstr("is a directory"));
+}
+
+TEST(trace_io, every_truncation_of_a_gzip_trace_is_an_input_error) {
+  const std::string gz = slurp(data("torch_small.csv.gz"));
+  for (std::size_t n = 1; n < gz.size(); ++n) {
+    const std::string p = tmp().path("cut.csv.gz");
+    spit(p, gz.substr(0, n));
+    EXPECT_FALSE(read_error(p).empty()) << "prefix of " << n << " bytes";
+  }
+}
+
+TEST(trace_io, corrupt_gzip_data_is_an_input_error) {
+  std::string gz = slurp(data("torch_small.csv.gz"));
+  gz[gz.size() / 2] = static_cast<char>(gz[gz.size() / 2] ^ 0x55);
+  const std::string p = tmp().path("corrupt.csv.gz");
+  spit(p, gz);
+  EXPECT_THAT(read_error(p), HasSubstr(p + ": corrupt gzip data"));
+}
+
+TEST(trace_io, garbage_after_the_gzip_stream_is_an_input_error) {
+  const std::string p = tmp().path("garbage.csv.gz");
+  spit(p, slurp(data("torch_small.csv.gz")) + "junk");
+  EXPECT_THAT(read_error(p), HasSubstr("4 bytes of garbage after the compressed stream"));
+}
+
+TEST(trace_io, concatenated_gzip_members_read_as_one_text) {
+  // gzip(header + first 5 rows) + gzip(last 5 rows), as `cat a.gz b.gz` makes.
+  const trace t = read_trace(data("torch_small.csv"));
+  trace first, second;
+  first.events.assign(t.events.begin(), t.events.begin() + 5);
+  second.events.assign(t.events.begin() + 5, t.events.end());
+  write_trace(tmp().path("a.csv.gz"), first, trace_format::torch);
+  write_trace(tmp().path("b.csv"), second, trace_format::torch);
+  std::string b = slurp(tmp().path("b.csv"));
+  b = b.substr(b.find('\n') + 1);  // the rows without their header, compressed as a second member
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string member(deflateBound(&zs, b.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(b.data());
+  zs.avail_in = static_cast<uInt>(b.size());
+  zs.next_out = reinterpret_cast<Bytef*>(member.data());
+  zs.avail_out = static_cast<uInt>(member.size());
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  member.resize(zs.total_out);
+  deflateEnd(&zs);
+  spit(tmp().path("joined.csv.gz"), slurp(tmp().path("a.csv.gz")) + member);
+  EXPECT_THAT(read_trace(tmp().path("joined.csv.gz")).events, events_are(torch_small_events));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The vram format's validation
+
+std::uint32_t crc(const std::string& s, std::size_t from, std::size_t len) {
+  return static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(s.data() + from), static_cast<uInt>(len)));
+}
+void put_le(std::string& s, std::size_t at, std::uint64_t v, int width) {
+  for (int i = 0; i < width; ++i) s[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+// Re-seals a patched file: payload CRC at 32, header CRC (over bytes 0..35) at 36.
+void reseal(std::string& s) {
+  put_le(s, 32, crc(s, 40, s.size() - 40), 4);
+  put_le(s, 36, crc(s, 0, 36), 4);
+}
+
+std::string small_vram() {
+  write_trace(tmp().path("base.vram"), read_trace(data("torch_small.csv")), trace_format::vram);
+  return slurp(tmp().path("base.vram"));
+}
+
+TEST(trace_io, every_truncation_of_a_vram_file_is_an_input_error) {
+  const std::string v = small_vram();
+  for (std::size_t n = 1; n < v.size(); ++n) {
+    const std::string p = tmp().path("cut.vram");
+    spit(p, v.substr(0, n));
+    EXPECT_FALSE(read_error(p).empty()) << "prefix of " << n << " bytes";
+  }
+}
+
+TEST(trace_io, every_flipped_byte_of_a_vram_file_is_an_input_error) {
+  const std::string v = small_vram();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::string bad = v;
+    bad[i] = static_cast<char>(bad[i] ^ 0xff);
+    const std::string p = tmp().path("flip.vram");
+    spit(p, bad);
+    EXPECT_FALSE(read_error(p).empty()) << "byte " << i;
+  }
+}
+
+TEST(trace_io, vram_event_count_that_cannot_fit_is_refused_before_any_allocation) {
+  std::string v = small_vram();
+  put_le(v, 16, std::uint64_t{1} << 60, 8);
+  reseal(v);
+  spit(tmp().path("count.vram"), v);
+  EXPECT_THAT(read_error(tmp().path("count.vram")), HasSubstr("byte 16: corrupt vram trace: event count"));
+}
+
+TEST(trace_io, vram_count_smaller_than_the_records_is_refused) {
+  std::string v = small_vram();
+  put_le(v, 16, 9, 8);  // ten records are there
+  reseal(v);
+  spit(tmp().path("short.vram"), v);
+  EXPECT_THAT(read_error(tmp().path("short.vram")), HasSubstr("bytes after the last of 9 events"));
+}
+
+TEST(trace_io, vram_bad_tag_and_bad_version_are_refused_even_when_sealed) {
+  std::string v = small_vram();
+  v[40] = static_cast<char>(0x0f);  // action 15 does not exist
+  reseal(v);
+  spit(tmp().path("tag.vram"), v);
+  EXPECT_THAT(read_error(tmp().path("tag.vram")), HasSubstr("byte 40: corrupt vram trace: event 0: bad tag byte 0x0f"));
+
+  std::string w = small_vram();
+  put_le(w, 8, 2, 4);
+  reseal(w);
+  spit(tmp().path("v2.vram"), w);
+  EXPECT_THAT(read_error(tmp().path("v2.vram")), HasSubstr("version 2 (this build reads version 1)"));
+}
+
+TEST(trace_io, vram_varint_running_off_the_end_is_refused) {
+  // One event whose time varint never ends: tag 0x00 then 0xff bytes to the end of the payload.
+  std::string v = small_vram().substr(0, 40) + std::string("\x00\xff\xff\xff", 4);
+  put_le(v, 16, 1, 8);
+  put_le(v, 24, 4, 8);
+  reseal(v);
+  spit(tmp().path("varint.vram"), v);
+  EXPECT_THAT(read_error(tmp().path("varint.vram")), HasSubstr("truncated varint"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// check_trace
+
+TEST(trace_check, counts_unmatched_and_double_frees_and_duplicate_allocs) {
+  trace t;
+  t.events = {
+      ev(0, trace_action::alloc, 100, 8),           // 0: A live
+      ev(1, trace_action::free_requested, 100, 8),  // 1: A freed
+      ev(2, trace_action::free_completed, 100, 8),  // 2: the allocator's row, not checked
+      ev(3, trace_action::free_requested, 100, 8),  // 3: double free of A
+      ev(4, trace_action::free_requested, 200, 8),  // 4: B never allocated: unmatched
+      ev(5, trace_action::free_requested, 200, 8),  // 5: unmatched again (not a double free)
+      ev(6, trace_action::alloc, 300, 8),           // 6: C live
+      ev(7, trace_action::alloc, 300, 8),           // 7: C allocated while live: duplicate
+      ev(8, trace_action::alloc, 100, 8),           // 8: A reused after its free: fine
+  };
+  const trace_check c = check_trace(t);
+  EXPECT_EQ(c.unmatched_frees, 2u);
+  EXPECT_EQ(c.first_unmatched_free, 4u);
+  EXPECT_EQ(c.double_frees, 1u);
+  EXPECT_EQ(c.first_double_free, 3u);
+  EXPECT_EQ(c.duplicate_allocs, 1u);
+  EXPECT_EQ(c.first_duplicate_alloc, 7u);
+  EXPECT_EQ(c.live_at_end, 2u);  // C and A
+  EXPECT_FALSE(c.clean());
+}
+
+TEST(trace_check, a_clean_trace_is_clean) {
+  const trace_check c = check_trace(read_trace(data("torch_small.csv")));
+  EXPECT_TRUE(c.clean());
+  EXPECT_EQ(c.live_at_end, 1u);  // the block at 4097024 is never freed
+  EXPECT_FALSE(c.first_unmatched_free.has_value());
+}
+
+TEST(trace_check, many_addresses_grow_the_table) {
+  // 10,000 live blocks then each freed twice: 10,000 double frees, the first at index 20,000.
+  trace t;
+  for (std::uint64_t i = 0; i < 10'000; ++i) t.events.push_back(ev(0, trace_action::alloc, i * 512, 512));
+  for (int round = 0; round < 2; ++round)
+    for (std::uint64_t i = 0; i < 10'000; ++i) t.events.push_back(ev(0, trace_action::free_requested, i * 512, 512));
+  const trace_check c = check_trace(t);
+  EXPECT_EQ(c.double_frees, 10'000u);
+  EXPECT_EQ(c.first_double_free, 20'000u);
+  EXPECT_EQ(c.unmatched_frees, 0u);
+  EXPECT_EQ(c.live_at_end, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The shared recorded traces (shared/traces/README.md)
+
+class shared_trace : public ::testing::TestWithParam<std::pair<const char*, std::size_t>> {};
+
+TEST_P(shared_trace, parses_with_the_event_count_of_the_readme_and_round_trips) {
+  const auto [file, count] = GetParam();
+  const std::string path = shared_dir + "/" + file;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const trace t = read_trace(path);
+  EXPECT_EQ(t.events.size(), count);
+  const trace_check c = check_trace(t);
+  EXPECT_TRUE(c.clean()) << "unmatched " << c.unmatched_frees << " double " << c.double_frees << " dup "
+                         << c.duplicate_allocs;
+  const std::string v = tmp().path(std::string(file) + ".vram");
+  write_trace(v, t, trace_format::vram);
+  EXPECT_THAT(read_trace(v).events, events_are(t.events));
+}
+
+INSTANTIATE_TEST_SUITE_P(readme, shared_trace,
+                         ::testing::Values(std::pair{"vit_train.csv.gz", std::size_t{58'758}},
+                                           std::pair{"moe_train.csv.gz", std::size_t{77'575}},
+                                           std::pair{"gpt2_generate.csv.gz", std::size_t{827'037}}),
+                         [](const auto& info) {
+                           std::string name = info.param.first;
+                           return name.substr(0, name.find('.'));
+                         });
+
+}  // namespace
+}  // namespace vram
