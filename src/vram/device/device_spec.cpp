@@ -5,6 +5,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
+#include "vram/device/cuda_device.hpp"
 
 namespace vram {
 
@@ -54,13 +55,26 @@ sim_device_options sim_options(const device_spec& spec) {
 
 device_choice open_device(const device_spec& spec) {
   device_choice c;
-  if (spec.which == device_spec::kind::cuda) {
-    throw usage_error("device '" + spec.text + "': this build of vram has no CUDA device; use --device sim");
+  if (spec.which != device_spec::kind::sim) {
+    std::string why;
+    if (cuda_available(&why)) {
+#if VRAM_HAVE_CUDA_H
+      cuda_device_options o;
+      o.index = spec.index;
+      c.dev = std::make_unique<cuda_device>(o);
+      c.simulated = false;
+      if (spec.which == device_spec::kind::automatic) c.note = "running on " + c.dev->name();
+      return c;
+#endif
+    }
+    if (spec.which == device_spec::kind::cuda) {
+      throw usage_error("device '" + spec.text + "': CUDA is not available (" + why + "); use --device sim");
+    }
+    c.dev = std::make_unique<sim_device>(sim_options(spec));
+    c.note = "no GPU in use (" + why + "): running on the simulated device (" + c.dev->name() + ")";
+    return c;
   }
   c.dev = std::make_unique<sim_device>(sim_options(spec));
-  if (spec.which == device_spec::kind::automatic) {
-    c.note = "no GPU in use: running on the simulated device (" + c.dev->name() + ")";
-  }
   return c;
 }
 
