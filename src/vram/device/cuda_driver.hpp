@@ -36,7 +36,8 @@ namespace vram::detail {
 // The functions vram uses: member, driver symbol, the CUDA version of the ABI requested, the parameters
 // (all return CUresult). The version is the one in which the signature written here was introduced
 // (cudaTypedefs.h names each signature PFN_<symbol>_v<version>); all are at most 11.0, so any driver that
-// has cuGetProcAddress_v2 (CUDA 12.0 and later) serves them.
+// has cuGetProcAddress_v2 (CUDA 12.0 and later) serves them. cuMemsetD8 and cuMemcpyDtoH serve the tests
+// alone, to check that mapped memory is really there and writable.
 #define VRAM_CUDA_DRIVER_FUNCTIONS(X)                                                                           \
   X(init, "cuInit", 2000, unsigned int)                                                                         \
   X(driver_get_version, "cuDriverGetVersion", 2020, int*)                                                       \
@@ -70,6 +71,8 @@ namespace vram::detail {
   X(event_query, "cuEventQuery", 2000, CUevent)                                                                 \
   X(event_synchronize, "cuEventSynchronize", 2000, CUevent)                                                     \
   X(stream_synchronize, "cuStreamSynchronize", 2000, CUstream)                                                  \
+  X(memset_d8, "cuMemsetD8", 3020, CUdeviceptr, unsigned char, size_t)                                         \
+  X(memcpy_dtoh, "cuMemcpyDtoH", 3020, void*, CUdeviceptr, size_t)                                              \
   X(get_error_name, "cuGetErrorName", 6000, CUresult, const char**)                                             \
   X(get_error_string, "cuGetErrorString", 6000, CUresult, const char**)
 
