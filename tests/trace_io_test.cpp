@@ -163,6 +163,49 @@ TEST(trace_io, format_names_round_trip) {
   EXPECT_EQ(to_string(trace_action::free_completed), "free_completed");
 }
 
+TEST(trace_io, leading_zeros_are_read_by_the_slow_path) {
+  // 23 digits for addr: more than the fast path takes, still the number 64.
+  const std::string p = tmp().path("zeros.csv");
+  spit(p, "time_us,action,addr,size,stream\n0001,alloc,00000000000000000000064,8,0\n");
+  EXPECT_THAT(read_trace(p).events, events_are(std::vector{ev(1, trace_action::alloc, 64, 8)}));
+}
+
+// 100,000 rows of about 30 bytes: 3 MB of text, so pieces of 1 MiB end inside rows.
+trace many_rows() {
+  trace t;
+  for (std::int64_t i = 0; i < 100'000; ++i)
+    t.events.push_back(ev(i, i % 2 == 0 ? trace_action::alloc : trace_action::free_requested,
+                          static_cast<std::uint64_t>(i / 2) * 512, static_cast<std::uint64_t>(i % 7) + 1));
+  return t;
+}
+
+TEST(trace_io, rows_across_piece_boundaries_are_read_whole) {
+  const trace t = many_rows();
+  for (const char* name : {"many.csv", "many.csv.gz"}) {
+    write_trace(tmp().path(name), t, trace_format::torch);
+    EXPECT_THAT(read_trace(tmp().path(name)).events, events_are(t.events)) << name;
+  }
+}
+
+TEST(trace_io, line_numbers_run_on_across_pieces) {
+  // Header (line 1) and 100,000 rows (lines 2 to 100,001); the bad row is line 100,002.
+  write_trace(tmp().path("many_bad.csv"), many_rows(), trace_format::torch);
+  spit(tmp().path("many_bad.csv"), slurp(tmp().path("many_bad.csv")) + "100000,alloc,1,1\n");
+  EXPECT_THAT(read_error(tmp().path("many_bad.csv")),
+              HasSubstr(tmp().path("many_bad.csv") + ":100002: wrong number of fields: 4 instead of 5"));
+}
+
+TEST(trace_io, a_line_longer_than_a_piece_is_read_whole_and_judged) {
+  // A row whose addr has 2 MiB of digits: the buffer grows to hold the line, which then overflows.
+  trace t;
+  t.events = {ev(1, trace_action::alloc, 64, 8)};
+  write_trace(tmp().path("long_line.csv"), t, trace_format::torch);
+  const std::string text = slurp(tmp().path("long_line.csv")) + "2,alloc," + std::string(2 << 20, '7') + ",8,0\n";
+  spit(tmp().path("long_line.csv"), text);
+  EXPECT_THAT(read_error(tmp().path("long_line.csv")), HasSubstr("long_line.csv:3: addr '777"));
+  EXPECT_THAT(read_error(tmp().path("long_line.csv")), HasSubstr("overflows 64 bits"));
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Round trips
 

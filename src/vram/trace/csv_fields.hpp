@@ -13,7 +13,6 @@
 #include <string_view>
 
 #include "vram/core/error.hpp"
-#include "vram/trace/gzip.hpp"
 
 namespace vram::detail {
 
@@ -28,20 +27,6 @@ inline std::string quote_for_error(std::string_view s) {
   if (s.size() > n) out += "...";
   out += '\'';
   return out;
-}
-
-/// @brief Number of lines in @p text (a last line without '\n' counts), used to reserve the events vector.
-inline std::size_t count_lines(std::string_view text) noexcept {
-  std::size_t n = 0;
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  while (p < end) {
-    const void* nl = std::memchr(p, '\n', static_cast<std::size_t>(end - p));
-    ++n;
-    if (nl == nullptr) break;
-    p = static_cast<const char*>(nl) + 1;
-  }
-  return n;
 }
 
 /// @brief Walks the lines of a text given in pieces of whole lines, dropping '\r' before '\n'. Keeps the
@@ -69,6 +54,16 @@ class line_cursor {
     return true;
   }
 
+  /// @brief Records that one line was read by other means and the next starts at @p next.
+  void advance_to(const char* next) noexcept {
+    p_ = next;
+    ++line_;
+  }
+  /// @brief Moves to @p at (the start of a line) without counting a line.
+  void seek(const char* at) noexcept { p_ = at; }
+  /// @brief Where the next line starts.
+  const char* position() const noexcept { return p_; }
+
   std::size_t line_number() const noexcept { return line_; }
   const std::string& path() const noexcept { return path_; }
 
@@ -83,14 +78,6 @@ class line_cursor {
   const std::string& path_;
   std::size_t line_ = 0;
 };
-
-/// @brief Rows to reserve for a CSV: exact for plain text; for gzip, the announced size over
-/// @p min_row_bytes, capped by the compressed size so a corrupt trailer cannot reserve gigabytes.
-inline std::size_t row_estimate(text_source& src, std::size_t min_row_bytes) {
-  if (!src.is_gzip()) return count_lines(src.peek());
-  const std::size_t guess = src.size_hint() / min_row_bytes + 1;
-  return guess < src.input_size() ? guess : src.input_size();
-}
 
 /// @brief Splits @p rest at its first ',' (the whole of it when there is none).
 inline std::string_view take_field(std::string_view& rest) noexcept {

@@ -1,23 +1,17 @@
-// File bytes in and out, and gzip through zlib. Design decisions:
+// gzip through zlib. Design decisions:
 //  - the inflated buffer is sized once from the gzip trailer (ISIZE, the length mod 2^32), but never beyond
 //    what the deflate format can expand the input to (about 1032:1), so a corrupt trailer cannot ask for a
 //    huge allocation; it grows by doubling if the hint was short;
 //  - a stream that ends before its trailer is "truncated", bad deflate data is "corrupt"; both are input
 //    errors naming the file, and no input can make the loop spin without progress;
-//  - concatenated gzip members (as `cat a.gz b.gz` makes) are read as one stream;
-//  - the CSV readers take the text in pieces of whole lines inflated 1 MiB at a time, so the inflated
-//    text stays in cache and a 43 MB CSV never needs 43 MB of memory.
+//  - concatenated gzip members (as `cat a.gz b.gz` makes) are read as one stream.
 
 #include "vram/trace/gzip.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -29,21 +23,6 @@ namespace vram::detail {
 namespace {
 
 constexpr std::size_t max_deflate_ratio = 1032;
-constexpr std::size_t text_piece_size = std::size_t{1} << 20;
-
-class fd_guard {
- public:
-  explicit fd_guard(int fd) noexcept : fd_(fd) {}
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  ~fd_guard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::size_t gzip_size_hint(std::string_view bytes) noexcept {
   if (bytes.size() < 18) return 0;
@@ -54,43 +33,6 @@ std::size_t gzip_size_hint(std::string_view bytes) noexcept {
 }
 
 }  // namespace
-
-std::string read_file_bytes(const std::string& path) {
-  fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw input_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw input_error(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  if (S_ISDIR(st.st_mode)) throw input_error(fmt::format("{}: is a directory, not a trace file", path));
-  std::string out;
-  out.resize(S_ISREG(st.st_mode) ? static_cast<std::size_t>(st.st_size) : 0);
-  std::size_t have = 0;
-  for (;;) {
-    if (have == out.size()) out.resize(std::max<std::size_t>(out.size() * 2, 1 << 16));
-    const ssize_t n = ::read(fd.get(), out.data() + have, out.size() - have);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw input_error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-    }
-    if (n == 0) break;
-    have += static_cast<std::size_t>(n);
-  }
-  out.resize(have);
-  return out;
-}
-
-void write_file_bytes(const std::string& path, std::string_view bytes) {
-  fd_guard fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 bool is_gzip(std::string_view bytes) noexcept {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
@@ -152,63 +94,6 @@ std::string gunzip(std::string_view bytes, const std::string& path) {
   }
   out.resize(have);
   return out;
-}
-
-text_source::text_source(std::string_view bytes, const std::string& path) : input_size_(bytes.size()) {
-  if (detail::is_gzip(bytes)) {
-    inflater_ = std::make_unique<gzip_inflater>(bytes, path);
-    size_hint_ = inflater_->size_hint();
-    buffer_.resize(text_piece_size);
-  } else {
-    plain_ = bytes;
-    size_hint_ = bytes.size();
-  }
-}
-
-bool text_source::fill() {
-  if (inflater_->finished()) return false;
-  if (have_ == buffer_.size()) buffer_.resize(buffer_.size() * 2);  // one line longer than the buffer
-  have_ += inflater_->read(buffer_.data() + have_, buffer_.size() - have_);
-  return true;
-}
-
-std::string_view text_source::peek() {
-  if (!inflater_) return plain_done_ ? std::string_view{} : plain_;
-  while (std::string_view(buffer_.data() + start_, have_ - start_).find('\n') == std::string_view::npos && fill()) {
-  }
-  return std::string_view(buffer_.data() + start_, have_ - start_);
-}
-
-bool text_source::next(std::string_view& piece) {
-  if (!inflater_) {
-    if (plain_done_ || plain_.empty()) return false;
-    plain_done_ = true;
-    piece = plain_;
-    return true;
-  }
-  if (start_ > 0) {  // keep the unfinished last line, at the front
-    std::memmove(buffer_.data(), buffer_.data() + start_, have_ - start_);
-    have_ -= start_;
-    start_ = 0;
-  }
-  for (;;) {
-    if (have_ == buffer_.size() || inflater_->finished()) {
-      const std::string_view text(buffer_.data(), have_);
-      const std::size_t nl = text.rfind('\n');
-      if (nl != std::string_view::npos) {
-        piece = text.substr(0, nl + 1);
-        start_ = nl + 1;
-        return true;
-      }
-      if (inflater_->finished()) {
-        if (have_ == 0) return false;
-        piece = text;
-        start_ = have_;
-        return true;
-      }
-    }
-    fill();  // grows the buffer when one line fills it
-  }
 }
 
 std::string gzip(std::string_view bytes) {

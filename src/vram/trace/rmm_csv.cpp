@@ -124,7 +124,7 @@ std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path
   std::string_view line;
   bool header_seen = false;
   std::vector<trace_event> events;
-  events.reserve(row_estimate(src, 40));
+  events.reserve(src.row_estimate(56));
 
   std::int64_t day_offset = 0;
   std::int64_t last_raw = -1;

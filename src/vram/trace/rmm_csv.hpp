@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vram/trace/gzip.hpp"
+#include "vram/trace/text_source.hpp"
 #include "vram/trace/trace.hpp"
 
 namespace vram::detail {

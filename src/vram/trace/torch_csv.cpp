@@ -1,8 +1,11 @@
 // Reader and writer of the PyTorch memory-history CSV. Design decisions:
 //  - the header must name exactly the five columns, in order, so a file from another tool fails at line 1
 //    rather than being read with its columns mixed up;
-//  - rows are parsed in place with std::from_chars; the events vector is reserved from a count of lines,
-//    so a row costs no allocation;
+//  - the fast path parses a row in one forward pass over its bytes (digits, the action by its length and
+//    a compare, the line's end) with no search for the line first and no allocation; any row it refuses
+//    (the header, a blank line, a bad row) goes to the slow path, which splits the line into fields and
+//    either reads it (an odd but valid row, such as one with leading zeros) or names its first problem;
+//  - the events vector is reserved from the text's size, so rows do not move while parsing;
 //  - blank lines are skipped (an editor's trailing newline, CRLF files);
 //  - time_us must not go backwards: the order of rows is their meaning (a free matches the latest alloc at
 //    its address), and a backwards step means rows were shuffled or files concatenated.
@@ -23,15 +26,35 @@ namespace {
 constexpr std::array<std::string_view, 5> torch_columns = {"time_us", "action", "addr", "size", "stream"};
 
 bool action_from_name(std::string_view name, trace_action& out) noexcept {
-  // alloc and the two frees are nearly every row; they are tried first by the enum's order.
-  for (std::uint8_t i = 0; i <= static_cast<std::uint8_t>(trace_action::snapshot); ++i) {
-    const auto a = static_cast<trace_action>(i);
-    if (to_string(a) == name) {
-      out = a;
-      return true;
-    }
+  trace_action a;
+  switch (name.size()) {  // the names differ in length, but for two pairs that differ in one letter
+    case 3:
+      a = trace_action::oom;
+      break;
+    case 5:
+      a = trace_action::alloc;
+      break;
+    case 8:
+      a = trace_action::snapshot;
+      break;
+    case 11:
+      a = trace_action::segment_map;
+      break;
+    case 12:
+      a = trace_action::segment_free;
+      break;
+    case 13:
+      a = name[8] == 'a' ? trace_action::segment_alloc : trace_action::segment_unmap;
+      break;
+    case 14:
+      a = name[5] == 'r' ? trace_action::free_requested : trace_action::free_completed;
+      break;
+    default:
+      return false;
   }
-  return false;
+  if (to_string(a) != name) return false;
+  out = a;
+  return true;
 }
 
 void check_header(std::string_view line, const line_cursor& at) {
@@ -48,43 +71,64 @@ void check_header(std::string_view line, const line_cursor& at) {
   }
 }
 
-// The hot path: one row parsed in place, false on any problem (diagnose_row then names it).
-bool parse_row(std::string_view line, trace_event& e) noexcept {
-  const char* p = line.data();
-  const char* const end = p + line.size();
-  const auto number = [&](std::uint64_t& v, bool last) noexcept {
-    const auto [ptr, ec] = std::from_chars(p, end, v);
-    if (ec != std::errc{}) return false;
-    if (last) return ptr == end;
-    if (ptr == end || *ptr != ',') return false;
-    p = ptr + 1;
-    return true;
-  };
-  std::uint64_t time = 0;
-  if (!number(time, false) || time > static_cast<std::uint64_t>(INT64_MAX)) return false;
-  e.time_us = static_cast<std::int64_t>(time);
-  const auto* comma = static_cast<const char*>(std::memchr(p, ',', static_cast<std::size_t>(end - p)));
-  if (comma == nullptr || !action_from_name(std::string_view(p, static_cast<std::size_t>(comma - p)), e.action))
-    return false;
-  p = comma + 1;
-  return number(e.addr, false) && number(e.size, false) && number(e.stream, true);
+// Up to 19 decimal digits cannot overflow 64 bits; a 20th is checked; the fast path leaves longer numbers
+// (leading zeros) to the slow path.
+inline bool read_decimal(const char*& p, const char* end, std::uint64_t& v) noexcept {
+  const char* q = p;
+  const char* const easy_end = end - q > 19 ? q + 19 : end;
+  std::uint64_t x = 0;
+  while (q < easy_end && static_cast<unsigned char>(*q - '0') < 10) x = x * 10 + static_cast<unsigned>(*q++ - '0');
+  if (q == p) return false;
+  if (q < end && static_cast<unsigned char>(*q - '0') < 10) {
+    const auto d = static_cast<unsigned>(*q++ - '0');
+    if (x > (UINT64_MAX - d) / 10) return false;
+    x = x * 10 + d;
+    if (q < end && static_cast<unsigned char>(*q - '0') < 10) return false;
+  }
+  p = q;
+  v = x;
+  return true;
 }
 
-// The slow path, for a row parse_row refused: finds the first problem and throws it.
-[[noreturn]] void diagnose_row(std::string_view line, const line_cursor& at) {
+inline bool expect(const char*& p, const char* end, char c) noexcept {
+  if (p == end || *p != c) return false;
+  ++p;
+  return true;
+}
+
+// The fast path: one row from p; on success p moves past its line end and true is returned.
+inline bool parse_row_fast(const char*& p, const char* end, trace_event& e) noexcept {
+  const char* q = p;
+  std::uint64_t time = 0;
+  if (!read_decimal(q, end, time) || time > static_cast<std::uint64_t>(INT64_MAX) || !expect(q, end, ',')) return false;
+  const char* name = q;
+  while (q < end && *q != ',' && *q != '\n') ++q;
+  if (!action_from_name(std::string_view(name, static_cast<std::size_t>(q - name)), e.action) || !expect(q, end, ','))
+    return false;
+  if (!read_decimal(q, end, e.addr) || !expect(q, end, ',') || !read_decimal(q, end, e.size) || !expect(q, end, ',') ||
+      !read_decimal(q, end, e.stream))
+    return false;
+  if (q != end && *q == '\r') ++q;
+  if (q != end && !expect(q, end, '\n')) return false;
+  e.time_us = static_cast<std::int64_t>(time);
+  p = q;
+  return true;
+}
+
+// The slow path, for a row parse_row_fast refused: reads it field by field or throws its first problem.
+trace_event parse_row_slow(std::string_view line, const line_cursor& at) {
   const std::size_t n = count_fields(line);
   if (n != torch_columns.size())
     at.fail(fmt::format("wrong number of fields: {} instead of {} ({})", n, torch_columns.size(), torch_header));
   std::string_view rest = line;
-  const std::string_view time = take_field(rest);
-  parse_decimal_i64(time, "time_us", at);
+  trace_event e;
+  e.time_us = parse_decimal_i64(take_field(rest), "time_us", at);
   const std::string_view action = take_field(rest);
-  trace_action a{};
-  if (!action_from_name(action, a)) at.fail(fmt::format("unknown action {}", quote_for_error(action)));
-  parse_decimal(take_field(rest), "addr", at);
-  parse_decimal(take_field(rest), "size", at);
-  parse_decimal(take_field(rest), "stream", at);
-  at.fail(fmt::format("malformed row {}", quote_for_error(line)));
+  if (!action_from_name(action, e.action)) at.fail(fmt::format("unknown action {}", quote_for_error(action)));
+  e.addr = parse_decimal(take_field(rest), "addr", at);
+  e.size = parse_decimal(take_field(rest), "size", at);
+  e.stream = parse_decimal(take_field(rest), "stream", at);
+  return e;
 }
 
 void append_decimal(std::string& out, std::uint64_t v) {
@@ -97,24 +141,32 @@ void append_decimal(std::string& out, std::uint64_t v) {
 
 std::vector<trace_event> parse_torch_csv(text_source& src, const std::string& path) {
   line_cursor at(path);
+  std::vector<trace_event> events;
+  events.reserve(src.row_estimate(40));
+  bool header_seen = false;
+  std::int64_t last_time = 0;
   std::string_view piece;
   std::string_view line;
-  bool header_seen = false;
-  std::vector<trace_event> events;
-  events.reserve(row_estimate(src, 32));
-
-  std::int64_t last_time = 0;
   while (src.next(piece)) {
     at.reset(piece);
-    while (at.next(line)) {
-      if (line.empty()) continue;
-      if (!header_seen) {
-        check_header(line, at);
-        header_seen = true;
-        continue;
-      }
+    const char* p = piece.data();
+    const char* const end = p + piece.size();
+    while (p < end) {
       trace_event e;
-      if (!parse_row(line, e)) diagnose_row(line, at);
+      if (header_seen && parse_row_fast(p, end, e)) {
+        at.advance_to(p);
+      } else {
+        at.seek(p);
+        at.next(line);
+        p = at.position();
+        if (line.empty()) continue;
+        if (!header_seen) {
+          check_header(line, at);
+          header_seen = true;
+          continue;
+        }
+        e = parse_row_slow(line, at);
+      }
       if (e.time_us < last_time)
         at.fail(fmt::format("time_us {} goes backwards (the row before has {})", e.time_us, last_time));
       last_time = e.time_us;

@@ -1,18 +1,22 @@
 // read_trace / write_trace: the one entry point over the formats. Design decisions:
 //  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
 //    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
-//  - the file is read whole; a gzip CSV is inflated in pieces of whole lines as the parser goes, a gzip
-//    vram file whole (its decoder wants one buffer);
+//  - a plain CSV is read from its file 1 MiB at a time and a gzip CSV inflated 1 MiB at a time, as the
+//    parser goes; a vram file, compact, is read whole (inflated whole when gzip);
 //  - writers build the whole file in memory and gzip it when the path ends in ".gz".
 
 #include "vram/trace/trace_io.hpp"
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "vram/core/error.hpp"
 #include "vram/trace/csv_fields.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/gzip.hpp"
 #include "vram/trace/rmm_csv.hpp"
+#include "vram/trace/text_source.hpp"
 #include "vram/trace/torch_csv.hpp"
 #include "vram/trace/vram_format.hpp"
 
@@ -91,23 +95,37 @@ std::string_view to_string(trace_format f) noexcept {
 }
 
 trace read_trace(const std::string& path) {
-  const std::string bytes = detail::read_file_bytes(path);
-  if (bytes.empty()) throw input_error(fmt::format("{}:1: empty file", path));
-  detail::text_source text(bytes, path);
-  const std::string_view head = text.peek();
-  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
+  detail::input_file file(path);
+  std::string start(16, '\0');
+  start.resize(file.read(start.data(), start.size()));
+  if (start.empty()) throw input_error(fmt::format("{}:1: empty file", path));
   trace t;
   t.name = detail::trace_name_from_path(path);
+  if (detail::is_vram_format(start)) {
+    file.read_rest(start);
+    t.events = detail::parse_vram_format(start, path);
+    return t;
+  }
+  std::string bytes;  // the compressed file, when gzip
+  std::optional<detail::text_source> text;
+  if (detail::is_gzip(start)) {
+    bytes = std::move(start);
+    file.read_rest(bytes);
+    text.emplace(bytes, path);
+  } else {
+    text.emplace(file, std::move(start));
+  }
+  const std::string_view head = text->peek();
+  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
   switch (detail::detect_format(head, path)) {
     case trace_format::torch:
-      t.events = detail::parse_torch_csv(text, path);
+      t.events = detail::parse_torch_csv(*text, path);
       break;
     case trace_format::rmm:
-      t.events = detail::parse_rmm_csv(text, path);
+      t.events = detail::parse_rmm_csv(*text, path);
       break;
     case trace_format::vram:
-      t.events = text.is_gzip() ? detail::parse_vram_format(detail::gunzip(bytes, path), path)
-                                : detail::parse_vram_format(bytes, path);
+      t.events = detail::parse_vram_format(detail::gunzip(bytes, path), path);
       break;
   }
   return t;

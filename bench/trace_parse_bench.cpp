@@ -1,0 +1,158 @@
+// Trace parsing speed, in events per second (the items/s column): the recorded gpt2 trace as the shared
+// csv.gz, as plain CSV and as vram's own format (plain and gzip), and a synthetic trace of one million
+// events (seeded) in the same forms, so the figures exist on a machine without shared/traces.
+//
+// The files are written once to a temporary folder; each iteration is one read_trace of the whole file
+// (the page cache holds it), or, for the *_in_memory cases, one parse of bytes already in memory.
+// Set VRAM_SHARED_TRACES in the environment to read the recorded traces from another folder.
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vram/trace/file_io.hpp"
+#include "vram/trace/text_source.hpp"
+#include "vram/trace/torch_csv.hpp"
+#include "vram/trace/trace.hpp"
+#include "vram/trace/trace_io.hpp"
+#include "vram/trace/vram_format.hpp"
+
+namespace {
+
+std::string shared_dir() {
+  const char* env = std::getenv("VRAM_SHARED_TRACES");
+  return env != nullptr ? env : VRAM_SHARED_TRACES;
+}
+
+std::filesystem::path scratch_dir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("vram_trace_bench_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                      ("vram_trace_bench_" + std::to_string(::getpid())),
+                                  ec);
+    });
+    return d;
+  }();
+  return dir;
+}
+
+// A serving-like synthetic trace: blocks of 512 B to 64 MiB live for a while, each freed (requested,
+// then completed) in the order a FIFO of 4,096 live blocks gives; times advance 1 to 64 us an event.
+vram::trace synthetic_trace(std::size_t events) {
+  std::mt19937_64 rng(20240611);
+  std::uniform_int_distribution<int> log_size(9, 26);
+  std::uniform_int_distribution<int> step(1, 64);
+  vram::trace t;
+  t.name = "synthetic";
+  t.events.reserve(events);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> live;  // ring of (addr, size)
+  std::size_t head = 0;
+  std::int64_t now = 1'000'000;
+  std::uint64_t next_addr = 0x7f0000000000;
+  while (t.events.size() + 3 <= events) {
+    now += step(rng);
+    if (live.size() < 4096) {
+      const std::uint64_t size = std::uint64_t{1} << log_size(rng);
+      t.events.push_back({now, next_addr, size, 0, vram::trace_action::alloc});
+      live.emplace_back(next_addr, size);
+      next_addr += (size + 511) / 512 * 512;
+    } else {
+      const auto [addr, size] = live[head];
+      t.events.push_back({now, addr, size, 0, vram::trace_action::free_requested});
+      t.events.push_back({now + 1, addr, size, 0, vram::trace_action::free_completed});
+      const std::uint64_t new_size = std::uint64_t{1} << log_size(rng);
+      t.events.push_back({now + 2, addr, new_size, 0, vram::trace_action::alloc});
+      live[head] = {addr, new_size};
+      head = (head + 1) % live.size();
+      now += 2;
+    }
+  }
+  return t;
+}
+
+void read_file_bench(benchmark::State& state, const std::string& path) {
+  std::size_t events = 0;
+  for (auto _ : state) {
+    vram::trace t = vram::read_trace(path);
+    events = t.events.size();
+    benchmark::DoNotOptimize(t.events.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * events));
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["file_MB"] = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+}
+
+// Registers read benchmarks of @p t written in each form, named "<what>/<form>".
+void register_forms(const std::string& what, const vram::trace& t) {
+  const struct {
+    const char* suffix;
+    vram::trace_format format;
+  } forms[] = {{"csv", vram::trace_format::torch},
+               {"csv.gz", vram::trace_format::torch},
+               {"vram", vram::trace_format::vram},
+               {"vram.gz", vram::trace_format::vram}};
+  for (const auto& f : forms) {
+    const std::string path = (scratch_dir() / (what + "." + f.suffix)).string();
+    vram::write_trace(path, t, f.format);
+    benchmark::RegisterBenchmark(("read_trace/" + what + "/" + f.suffix).c_str(),
+                                 [path](benchmark::State& s) { read_file_bench(s, path); })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+void register_all() {
+  const std::string gpt2 = shared_dir() + "/gpt2_generate.csv.gz";
+  if (std::filesystem::exists(gpt2)) {
+    benchmark::RegisterBenchmark("read_trace/gpt2/shared_csv.gz",
+                                 [gpt2](benchmark::State& s) { read_file_bench(s, gpt2); })
+        ->Unit(benchmark::kMillisecond);
+    register_forms("gpt2", vram::read_trace(gpt2));
+  }
+
+  const vram::trace synth = synthetic_trace(1'000'000);
+  register_forms("synthetic", synth);
+
+  // Parsing alone, from bytes already in memory (no file read, no page cache).
+  const std::string path = (scratch_dir() / "synthetic_mem.vram").string();
+  vram::write_trace(path, synth, vram::trace_format::vram);
+  auto vram_bytes = std::make_shared<std::string>(vram::detail::read_file_bytes(path));
+  benchmark::RegisterBenchmark("decode_in_memory/synthetic/vram",
+                               [vram_bytes](benchmark::State& s) {
+                                 std::size_t n = 0;
+                                 for (auto _ : s) {
+                                   auto events = vram::detail::parse_vram_format(*vram_bytes, "memory");
+                                   n = events.size();
+                                   benchmark::DoNotOptimize(events.data());
+                                 }
+                                 s.SetItemsProcessed(static_cast<std::int64_t>(s.iterations() * n));
+                               })
+      ->Unit(benchmark::kMillisecond);
+  auto csv_text = std::make_shared<std::string>(vram::detail::format_torch_csv(synth));
+  benchmark::RegisterBenchmark("decode_in_memory/synthetic/csv",
+                               [csv_text](benchmark::State& s) {
+                                 std::size_t n = 0;
+                                 const std::string name = "memory";
+                                 for (auto _ : s) {
+                                   vram::detail::text_source src(*csv_text, name);
+                                   auto events = vram::detail::parse_torch_csv(src, name);
+                                   n = events.size();
+                                   benchmark::DoNotOptimize(events.data());
+                                 }
+                                 s.SetItemsProcessed(static_cast<std::int64_t>(s.iterations() * n));
+                               })
+      ->Unit(benchmark::kMillisecond);
+}
+
+const int registered = (register_all(), 0);
+
+}  // namespace

@@ -1,0 +1,88 @@
+// POSIX file input and output for traces. Design decisions:
+//  - read(2) into caller buffers, never mmap: a file truncated while mapped would raise SIGBUS, and a
+//    reader must never crash on its input;
+//  - EINTR is retried; a folder given as a trace is refused at open with a plain message.
+
+#include "vram/trace/file_io.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "vram/core/error.hpp"
+
+namespace vram::detail {
+
+input_file::input_file(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw input_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw input_error(fmt::format("{}: cannot stat: {}", path, std::strerror(err)));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    throw input_error(fmt::format("{}: is a directory, not a trace file", path));
+  }
+  size_ = S_ISREG(st.st_mode) ? static_cast<std::size_t>(st.st_size) : 0;
+}
+
+input_file::~input_file() { ::close(fd_); }
+
+std::size_t input_file::read(char* out, std::size_t len) {
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::read(fd_, out + done, len - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw input_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+void input_file::read_rest(std::string& out) {
+  std::size_t have = out.size();
+  out.resize(std::max(have + (1 << 16), size_ + 1));  // one spare byte: a short read marks the end
+  for (;;) {
+    have += read(out.data() + have, out.size() - have);
+    if (have < out.size()) break;
+    out.resize(out.size() * 2);
+  }
+  out.resize(have);
+}
+
+std::string read_file_bytes(const std::string& path) {
+  input_file file(path);
+  std::string out;
+  file.read_rest(out);
+  return out;
+}
+
+void write_file_bytes(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) throw error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+}
+
+}  // namespace vram::detail

@@ -1,0 +1,41 @@
+#pragma once
+// Files in and out for the trace readers and writers, through POSIX calls: whole files for the compact
+// formats, and an open file read in large pieces for plain CSV (so a 43 MB text is never held whole).
+// Every failure is an exception naming the file and the reason.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace vram::detail {
+
+/// @brief A file open for reading. @throws input_error "PATH: cannot open: reason" (missing, a folder).
+class input_file {
+ public:
+  explicit input_file(const std::string& path);
+  input_file(const input_file&) = delete;
+  input_file& operator=(const input_file&) = delete;
+  ~input_file();
+
+  /// @brief Reads up to @p len bytes into @p out; fewer only at the end of the file (0 there).
+  /// @throws input_error when the read fails.
+  std::size_t read(char* out, std::size_t len);
+  /// @brief Appends the rest of the file to @p out.
+  void read_rest(std::string& out);
+  /// @brief The file's size when opened (0 for a pipe or another file of unknown size).
+  std::size_t size() const noexcept { return size_; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::size_t size_ = 0;
+};
+
+/// @brief The whole file's bytes. @throws input_error "PATH: cannot open: reason" for a missing file.
+std::string read_file_bytes(const std::string& path);
+
+/// @brief Writes @p bytes to @p path, replacing it. @throws vram::error when the file cannot be written.
+void write_file_bytes(const std::string& path, std::string_view bytes);
+
+}  // namespace vram::detail

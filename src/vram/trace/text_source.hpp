@@ -1,0 +1,49 @@
+#pragma once
+// The text of a CSV trace in pieces of whole lines, whatever holds it: bytes in memory, a gzip file
+// inflated 1 MiB at a time, or a plain file read 1 MiB at a time. The CSV parsers run over each piece
+// with no copy and no per-row allocation, and never need the whole text in memory.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "vram/trace/file_io.hpp"
+#include "vram/trace/gzip.hpp"
+
+namespace vram::detail {
+
+class text_source {
+ public:
+  /// @brief Text in memory, plain or gzip (inflated as it goes). pre: @p bytes and @p path outlive the source.
+  text_source(std::string_view bytes, const std::string& path);
+  /// @brief A plain text file; @p start holds the bytes already read from it. pre: @p file outlives the source.
+  text_source(input_file& file, std::string start);
+
+  /// @brief The next piece, ending with a whole line (the last may lack its '\n'); false when the text is
+  /// done. A piece stays valid until the next call.
+  bool next(std::string_view& piece);
+  /// @brief The start of the text without consuming it: at least the first line, unless the text is shorter.
+  std::string_view peek();
+  /// @brief Rows to reserve: exact for text in memory; the size over @p typical_row_bytes for a file, or for
+  /// gzip the announced size over it, capped by the compressed size (a corrupt trailer cannot reserve
+  /// gigabytes).
+  std::size_t row_estimate(std::size_t typical_row_bytes) const;
+
+ private:
+  std::size_t produce(char* out, std::size_t len);  // from the inflater or the file
+  bool fill();
+
+  std::string_view plain_;
+  bool plain_done_ = false;
+  std::unique_ptr<gzip_inflater> inflater_;
+  input_file* file_ = nullptr;
+  bool exhausted_ = false;  // the inflater or the file has nothing more
+  std::string buffer_;
+  std::size_t have_ = 0;   // bytes of buffer_ holding text
+  std::size_t start_ = 0;  // bytes of buffer_ already handed out
+  std::size_t input_size_ = 0;
+  std::size_t size_hint_ = 0;
+};
+
+}  // namespace vram::detail
