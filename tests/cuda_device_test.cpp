@@ -38,7 +38,8 @@ class cuda_availability : public ::testing::Test {
 TEST_F(cuda_availability, says_why_not) {
   // One of the reasons cuda_driver.cpp gives, in the order it checks them.
   EXPECT_THAT(why_, AnyOf(StartsWith("this build of vram has no CUDA device (cuda.h was not found"),
-                          StartsWith("libcuda.so.1 not found ("), StartsWith("libcuda.so.1 has no cuGetProcAddress_v2"),
+                          StartsWith("libcuda.so.1 not found"), StartsWith("libcuda.so.1 could not be loaded: "),
+                          StartsWith("libcuda.so.1 has no cuGetProcAddress_v2"),
                           StartsWith("the driver lacks "), StartsWith("cuInit failed: CUDA_ERROR_"),
                           StartsWith("cuDeviceGetCount failed: "), StartsWith("the driver loaded but counts no")));
   if (!cuda_built()) EXPECT_THAT(why_, HasSubstr("cuda.h"));

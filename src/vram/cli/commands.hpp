@@ -11,5 +11,7 @@ void add_simulate_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_probe_command(CLI::App& app);
 
 }  // namespace vram::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   vram::cli::add_convert_command(app);
   vram::cli::add_demo_command(app);
   vram::cli::add_check_command(app);
+  vram::cli::add_info_command(app);
+  vram::cli::add_probe_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -74,7 +74,9 @@ loaded_driver load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = dlerror();
-    d.why = fmt::format("libcuda.so.1 not found ({})", e != nullptr ? e : "dlopen failed");
+    const std::string text = e != nullptr ? e : "dlopen failed";
+    d.why = text.find("No such file") != std::string::npos ? "libcuda.so.1 not found"
+                                                           : "libcuda.so.1 could not be loaded: " + text;
     return d;
   }
   dlerror();

@@ -1,0 +1,111 @@
+// `vram probe [--device D] [--json] [--step SIZE] [--no-total]`: how much memory can be allocated now on
+// the device, as the largest single block (binary search to the granularity, and the classic halving
+// search beside it) and in all, with the fragmentation that follows (src/vram/device/probe.hpp).
+// `vram probe --snapshot FILE [--json]`: the same questions of a vram pool's snapshot, from its free ranges.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "vram/cli/commands.hpp"
+#include "vram/core/size.hpp"
+#include "vram/device/device_spec.hpp"
+#include "vram/device/probe.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct probe_args {
+  std::string device = "auto";
+  std::string snapshot;
+  std::string step;
+  bool no_total = false;
+  bool json = false;
+};
+
+std::string bytes_text(std::size_t b) { return fmt::format("{} ({} bytes)", format_bytes(b), b); }
+std::string tries_text(unsigned n) { return fmt::format("{} {}", n, n == 1 ? "try" : "tries"); }
+void line(std::string_view key, const std::string& value) { std::cout << fmt::format("{:<32}{}\n", key, value); }
+
+void run_snapshot(const probe_args& a) {
+  const free_ranges_summary s = read_snapshot_file(a.snapshot);
+  if (a.json) {
+    std::cout << nlohmann::json{{"snapshot", a.snapshot},
+                                {"policy", s.policy},
+                                {"device", s.device},
+                                {"reserved_bytes", s.reserved_bytes},
+                                {"free_ranges", s.ranges},
+                                {"free_bytes", s.free_bytes},
+                                {"largest_free_range_bytes", s.largest},
+                                {"fragmentation", s.fragmentation}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  line("snapshot", a.snapshot);
+  if (!s.policy.empty()) line("policy", s.policy);
+  if (!s.device.empty()) line("device", s.device);
+  if (s.reserved_bytes != 0) line("reserved", bytes_text(s.reserved_bytes));
+  line("free inside the pool", fmt::format("{} in {} ranges", bytes_text(s.free_bytes), s.ranges));
+  line("largest free range", bytes_text(s.largest));
+  line("fragmentation", fmt::format("{:.1f}% (1 - largest / free)", 100.0 * s.fragmentation));
+}
+
+void run_probe(const probe_args& a) {
+  if (!a.snapshot.empty()) return run_snapshot(a);
+  const device_choice choice = open_device(parse_device_spec(a.device));
+  probe_options o;
+  if (!a.step.empty()) o.step = parse_size(a.step);
+  o.allocatable = !a.no_total;
+  const probe_result r = probe(*choice.dev, o);
+  if (a.json) {
+    nlohmann::json j = {{"device", choice.dev->name()},
+                        {"simulated", choice.dev->simulated()},
+                        {"note", choice.note},
+                        {"total_bytes", r.before.total},
+                        {"free_bytes", r.before.free},
+                        {"step_bytes", r.step},
+                        {"largest_block", {{"bytes", r.largest.bytes}, {"tries", r.largest.tries}}},
+                        {"halving", {{"bytes", r.halving.bytes}, {"tries", r.halving.tries}}},
+                        {"fragmentation", r.fragmentation}};
+    if (o.allocatable) {
+      j["allocatable"] = {{"bytes", r.allocatable}, {"blocks", r.blocks}, {"tries", r.allocatable_tries}, {"capped", r.capped}};
+    }
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  if (!choice.note.empty()) std::cerr << choice.note << '\n';
+  line("device", choice.dev->name());
+  line("total memory", bytes_text(r.before.total));
+  line("free memory (driver)", bytes_text(r.before.free));
+  line("largest block (binary search)", fmt::format("{}, {}, in steps of {}", bytes_text(r.largest.bytes),
+                                                    tries_text(r.largest.tries), format_bytes(r.step)));
+  line("largest block (halving)", fmt::format("{}, {} (total/2, total/4, ...)", bytes_text(r.halving.bytes),
+                                              tries_text(r.halving.tries)));
+  if (o.allocatable) {
+    line("allocatable in all", fmt::format("{} in {} block{}, {}{}", bytes_text(r.allocatable), r.blocks,
+                                           r.blocks == 1 ? "" : "s", tries_text(r.allocatable_tries), r.capped ? " (stopped at the block limit)" : ""));
+  }
+  line("fragmentation", fmt::format("{:.1f}% (1 - largest block / free memory)", 100.0 * r.fragmentation));
+  if (r.halving.bytes < r.largest.bytes) {
+    std::cout << fmt::format("\nHalving would have missed {} that one block can hold.\n",
+                             format_bytes(r.largest.bytes - r.halving.bytes));
+  }
+}
+
+}  // namespace
+
+void add_probe_command(CLI::App& app) {
+  auto a = std::make_shared<probe_args>();
+  auto* cmd = app.add_subcommand("probe", "Find how much memory can be allocated now, in one block and in all");
+  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
+  cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB");
+  cmd->add_flag("--no-total", a->no_total, "Skip the allocatable total (which holds the memory for a moment)");
+  cmd->add_flag("--json", a->json, "Print a JSON object");
+  cmd->callback([a] { run_probe(*a); });
+}
+
+}  // namespace vram::cli
