@@ -102,6 +102,22 @@ TEST(TorchExpandable, UnmappedGapsAreRefilledAtTheLowestAddress) {
   r.validate();
 }
 
+TEST(TorchExpandable, BestFitCountsWhatABlockCouldGrowTo) {
+  sim_device dev(device_of());
+  auto r = make(dev);
+  const device_ptr p1 = r.allocate(12 * MiB);  // page 0: p1 = [0, 12), free [12, 20)
+  const device_ptr p2 = r.allocate(4 * MiB);   // p2 = [12, 16), free [16, 20)
+  const device_ptr p3 = r.allocate(16 * MiB);  // free 4 MiB + page 1: p3 = [16, 32), free T = [32, 40)
+  EXPECT_EQ(p3, p1 + 16 * MiB);
+  r.deallocate(p1, 12 * MiB);  // free M = [0, 12), walled in by p2
+  // 6 MiB: by size T (8 MiB) fits first, but T could grow into the unmapped rest of the segment, so for best
+  // fit it counts as that large; M (12 MiB, cannot grow) is smaller by that measure and is taken.
+  EXPECT_EQ(r.allocate(6 * MiB), p1);
+  EXPECT_EQ(r.reserved_bytes(), 40 * MiB);
+  r.deallocate(p2, 4 * MiB);
+  r.validate();
+}
+
 TEST(TorchExpandable, EachStreamAndPoolHasItsOwnSegment) {
   sim_device dev(device_of());
   auto r = make(dev);
