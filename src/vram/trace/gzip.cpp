@@ -46,7 +46,15 @@ gzip_inflater::gzip_inflater(std::string_view bytes, const std::string& path)
 
 gzip_inflater::~gzip_inflater() { inflateEnd(&zs_); }
 
+void gzip_inflater::validate() const {
+  if (in_pos_ > in_.size())
+    throw invariant_error(fmt::format("gzip_inflater: consumed {} of {} input bytes", in_pos_, in_.size()));
+}
+
 std::size_t gzip_inflater::read(char* out, std::size_t len) {
+#if VRAM_DEBUG_VALIDATE
+  validate();
+#endif
   std::size_t done = 0;
   while (done < len && !finished_) {
     const std::size_t in_len = std::min<std::size_t>(in_.size() - in_pos_, UINT_MAX);

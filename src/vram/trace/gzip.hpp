@@ -35,6 +35,9 @@ class gzip_inflater {
   /// @brief The inflated size the gzip trailer announces, bounded by what the input can expand to.
   std::size_t size_hint() const noexcept { return size_hint_; }
 
+  /// @brief Checks that the input consumed is within the input. @throws invariant_error.
+  void validate() const;
+
  private:
   std::string_view in_;
   const std::string& path_;

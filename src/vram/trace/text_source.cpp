@@ -5,7 +5,11 @@
 
 #include "vram/trace/text_source.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
+
+#include "vram/core/error.hpp"
 
 namespace vram::detail {
 
@@ -76,7 +80,19 @@ std::string_view text_source::peek() {
   return std::string_view(buffer_.data() + start_, have_ - start_);
 }
 
+void text_source::validate() const {
+  if (inflater_ && file_) throw invariant_error("text_source: both a gzip stream and a file");
+  if (start_ > have_ || have_ > buffer_.size())
+    throw invariant_error(
+        fmt::format("text_source: handed out {} > held {} or held > buffer {}", start_, have_, buffer_.size()));
+  if (start_ > 0 && start_ < have_ && buffer_[start_ - 1] != '\n' && !exhausted_)
+    throw invariant_error("text_source: a piece ended inside a line");
+}
+
 bool text_source::next(std::string_view& piece) {
+#if VRAM_DEBUG_VALIDATE
+  validate();
+#endif
   if (!inflater_ && !file_) {
     if (plain_done_ || plain_.empty()) return false;
     plain_done_ = true;

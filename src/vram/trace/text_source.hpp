@@ -30,6 +30,9 @@ class text_source {
   /// gigabytes).
   std::size_t row_estimate(std::size_t typical_row_bytes) const;
 
+  /// @brief Checks handed-out <= held <= buffer size, and one source of text. @throws invariant_error.
+  void validate() const;
+
  private:
   std::size_t produce(char* out, std::size_t len);  // from the inflater or the file
   bool fill();

@@ -8,7 +8,11 @@
 
 #include "vram/trace/trace_check.hpp"
 
+#include <fmt/format.h>
+
 #include <vector>
+
+#include "vram/core/error.hpp"
 
 namespace vram {
 
@@ -34,6 +38,19 @@ class address_states {
       ++used_;
     }
     return s.st;
+  }
+
+  /// @brief Checks the table is at most half full, its size a power of two, and used_ counts its slots.
+  /// @throws invariant_error.
+  void validate() const {
+    if (slots_.empty() || (slots_.size() & (slots_.size() - 1)) != 0)
+      throw invariant_error(fmt::format("address_states: {} slots is not a power of two", slots_.size()));
+    if (used_ * 2 > slots_.size())
+      throw invariant_error(fmt::format("address_states: {} used of {} slots, more than half", used_, slots_.size()));
+    std::size_t filled = 0;
+    for (const slot& s : slots_) filled += s.st != state::empty;
+    if (filled != used_)
+      throw invariant_error(fmt::format("address_states: {} filled slots, {} counted", filled, used_));
   }
 
   std::uint64_t count(state st) const noexcept {
@@ -96,6 +113,9 @@ trace_check check_trace(const trace& t) {
       }
     }
   }
+#if VRAM_DEBUG_VALIDATE
+  states.validate();
+#endif
   r.live_at_end = states.count(state::live);
   return r;
 }
