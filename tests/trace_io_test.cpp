@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -458,6 +459,37 @@ TEST(trace_io, vram_varint_running_off_the_end_is_refused) {
   reseal(v);
   spit(tmp().path("varint.vram"), v);
   EXPECT_THAT(read_error(tmp().path("varint.vram")), HasSubstr("truncated varint"));
+}
+
+TEST(trace_io, random_damage_gives_a_trace_or_an_input_error_never_anything_else) {
+  // Seeded: 300 damaged copies of each kind of file (bytes changed, dropped, inserted, or the file cut).
+  const std::vector<std::string> bases = {slurp(data("torch_small.csv")), slurp(data("torch_small.csv.gz")),
+                                          slurp(data("rmm_small.csv")), small_vram()};
+  std::mt19937 rng(12345);
+  const std::string p = tmp().path("damaged.bin");
+  int refused = 0;
+  for (const std::string& base : bases) {
+    for (int round = 0; round < 300; ++round) {
+      std::string d = base;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < edits && !d.empty(); ++k) {
+        const std::size_t at = rng() % d.size();
+        switch (rng() % 4) {
+          case 0: d[at] = static_cast<char>(rng()); break;
+          case 1: d.erase(at, 1 + rng() % 8); break;
+          case 2: d.insert(at, 1 + rng() % 8, static_cast<char>(rng())); break;
+          default: d.resize(at); break;
+        }
+      }
+      spit(p, d);
+      try {
+        read_trace(p);
+      } catch (const input_error&) {
+        ++refused;
+      }  // any other exception fails the test
+    }
+  }
+  EXPECT_GT(refused, 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------
