@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -153,6 +155,13 @@ void register_all() {
       ->Unit(benchmark::kMillisecond);
 }
 
-const int registered = (register_all(), 0);
+const int registered = [] {
+  try {
+    register_all();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trace_parse_bench: cannot prepare the trace files: %s\n", e.what());
+  }
+  return 0;
+}();
 
 }  // namespace
