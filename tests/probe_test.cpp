@@ -117,9 +117,10 @@ TEST(probe, halving_stops_at_the_first_power_of_two_that_fits) {
 
 // ---- a device with a largest block smaller than its free memory -------------------------------------
 
-// 1 GiB free, no block over 300 MiB. Binary search in 2 MiB steps, upper 512 steps:
-//   512 (1024 MiB) no; then lo=0, hi=512: 256 no, 128 yes, 192 no, 160 no, 144 yes, 152 no, 148 yes,
-//   150 yes, 151 no -> 150 steps = 300 MiB in 1 + 9 = 10 tries.
+// 1 GiB free, no block over 300 MiB (150 steps of 2 MiB). The search, upper 512 steps:
+//   512 no; down from the top by 1, 2, 4, ...: 511, 509, 505, 497, 481, 449, 385, 257 no, 1 yes (9 tries);
+//   then binary between 1 and 257: 129 yes, 193 no, 161 no, 145 yes, 153 no, 149 yes, 151 no, 150 yes
+//   -> 150 steps = 300 MiB in 1 + 9 + 8 = 18 tries (the worst case: the answer far below the top).
 // Halving from total / 2: 512 MiB no, 256 MiB yes -> 256 MiB in 2 tries.
 // Allocatable: 300 (1 try + take), 300 (free 724: 1 + take), 300 (free 424: 1 + take), then free 124 MiB:
 //   upper min(300, 124) = 124 MiB, 1 try + take; then free 0: no try. 1024 MiB in 4 blocks, 8 tries.
@@ -129,14 +130,14 @@ TEST(probe, binary_search_finds_the_largest_block_exactly) {
   capped_device dev(sim, 300 * MiB);
   const probe_result r = probe(dev);
   EXPECT_EQ(r.largest.bytes, 300 * MiB);
-  EXPECT_EQ(r.largest.tries, 10u);
+  EXPECT_EQ(r.largest.tries, 18u);
   EXPECT_EQ(r.halving.bytes, 256 * MiB);
   EXPECT_EQ(r.halving.tries, 2u);
   EXPECT_EQ(r.allocatable, 1 * GiB);
   EXPECT_EQ(r.blocks, 4u);
   EXPECT_EQ(r.allocatable_tries, 8u);
   EXPECT_EQ(r.fragmentation, 0.70703125);
-  EXPECT_EQ(dev.calls().calls(device_call::legacy_malloc), 10u + 2u + 8u);
+  EXPECT_EQ(dev.calls().calls(device_call::legacy_malloc), 18u + 2u + 8u);
   EXPECT_EQ(sim.used_bytes(), 0u);
   sim.validate();
 }
@@ -180,13 +181,23 @@ TEST(probe, answers_are_exact_to_the_step) {
   EXPECT_EQ(r.largest.tries, 1u);
   EXPECT_DOUBLE_EQ(r.fragmentation, 1.0 - 1000.0 / 1001.0);
   // A 1 MiB step: 1001 MiB is refused (the simulated device gives blocks over 1 MiB whole 2 MiB pages, and
-  // 1002 MiB is more than there is); then lo=0, hi=1001: 500, 750, 875, 938, 969, 985, 993, 997, 999, 1000
-  // all fit -> 1000 MiB in 1 + 10 = 11 tries.
+  // 1002 MiB is more than there is); one step down, 1000 MiB fits: 2 tries.
   probe_options fine;
   fine.step = 1 * MiB;
   const block_search s = probe(dev, fine).largest;
   EXPECT_EQ(s.bytes, 1000 * MiB);
-  EXPECT_EQ(s.tries, 11u);
+  EXPECT_EQ(s.tries, 2u);
+}
+
+// The common case on a GPU: the largest block a little under the free memory (on the H200, 71,313 of the
+// 71,315 granules free). Cap 1018 MiB = 509 steps, upper 512: 512 no, 511 no, 509 yes; then between 509
+// and 511: 510 no -> 1018 MiB in 4 tries (a plain binary search from 0 would take 1 + 9).
+TEST(probe, a_block_just_under_the_free_memory_takes_few_tries) {
+  sim_device sim(one_gib());
+  capped_device dev(sim, 1018 * MiB);
+  const block_search s = find_largest_block(dev, 1 * GiB, 2 * MiB);
+  EXPECT_EQ(s.bytes, 1018 * MiB);
+  EXPECT_EQ(s.tries, 4u);
 }
 
 TEST(probe, searches_alone) {

@@ -1,6 +1,6 @@
 // `vram probe [--device D] [--json] [--step SIZE] [--no-total]`: how much memory can be allocated now on
-// the device, as the largest single block (binary search to the granularity, and the classic halving
-// search beside it) and in all, with the fragmentation that follows (src/vram/device/probe.hpp).
+// the device, as the largest single block (searched to the granularity, and the classic halving search
+// beside it) and in all, with the fragmentation that follows (src/vram/device/probe.hpp).
 // `vram probe --snapshot FILE [--json]`: the same questions of a vram pool's snapshot, from its free ranges.
 #include <fmt/format.h>
 
@@ -80,9 +80,9 @@ void run_probe(const probe_args& a) {
   line("device", choice.dev->name());
   line("total memory", bytes_text(r.before.total));
   line("free memory (driver)", bytes_text(r.before.free));
-  line("largest block (binary search)", fmt::format("{}, {}, in steps of {}", bytes_text(r.largest.bytes),
+  line("largest block", fmt::format("{}, {}, in steps of {}", bytes_text(r.largest.bytes),
                                                     tries_text(r.largest.tries), format_bytes(r.step)));
-  line("largest block (halving)", fmt::format("{}, {} (total/2, total/4, ...)", bytes_text(r.halving.bytes),
+  line("halving search finds", fmt::format("{}, {} (total/2, total/4, ...)", bytes_text(r.halving.bytes),
                                               tries_text(r.halving.tries)));
   if (o.allocatable) {
     line("allocatable in all", fmt::format("{} in {} block{}, {}{}", bytes_text(r.allocatable), r.blocks,

@@ -79,7 +79,17 @@ block_search find_largest_block(device& dev, std::size_t upper, std::size_t step
     s.bytes = hi * step;
     return s;
   }
-  std::size_t lo = 0;  // invariant: lo steps fit (0 trivially), hi steps do not
+  // Down from the top by 1, 2, 4, ... steps until a size fits (0 always does): the answer usually lies just
+  // under the free memory, and this finds it in about 2 log2(distance from the top) tries.
+  std::size_t lo = 0;
+  for (std::size_t d = 1; d < hi; d *= 2) {
+    if (fits(dev, (hi - d) * step, s.tries)) {
+      lo = hi - d;
+      break;
+    }
+    hi -= d;
+  }
+  // Invariant: lo steps fit (0 trivially), hi steps do not.
   while (hi - lo > 1) {
     const std::size_t mid = lo + (hi - lo) / 2;
     if (fits(dev, mid * step, s.tries)) lo = mid;

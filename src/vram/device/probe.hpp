@@ -1,8 +1,10 @@
 #pragma once
 // Probing a device: how much memory can be allocated right now, in one block and in all, using only the
 // device seam (so it runs, and is tested, on the simulated device). Two searches for the largest block:
-//  - binary search over multiples of a step (the granularity): the first try is the whole free memory
-//    rounded down to the step; when that fails, about log2(free / step) more tries find the exact largest;
+//  - a search over multiples of a step (the granularity): the first try is the whole free memory rounded
+//    down to the step; when that fails, it steps down from there by 1, 2, 4, ... steps until a size fits,
+//    then binary-searches the last gap. On a GPU the largest block lies just under the free memory (the
+//    H200: 2 granules under), found in a few tries; at worst it takes about 2 log2(free / step);
 //  - the classic halving search, for comparison: try total/2, total/4, ... and keep the first that succeeds
 //    (what a program finds that halves its request until it fits: it can miss nearly half the memory).
 // Each try is a legacy_malloc freed at once. "Allocatable" takes the largest block, again and again, until
@@ -36,7 +38,7 @@ struct probe_options {
 struct probe_result {
   memory_info before;         // mem_info when the probe began
   std::size_t step = 0;       // the binary search's unit
-  block_search largest;       // binary search: the largest single block
+  block_search largest;       // the search from the top: the largest single block
   block_search halving;       // total/2, total/4, ...: the first that succeeded
   std::size_t allocatable = 0;  // bytes of the blocks taken one after another until nothing fitted
   std::size_t blocks = 0;       // how many blocks that was
@@ -48,8 +50,8 @@ struct probe_result {
 /// @brief 1 - largest / free, or 0 when @p free is 0.
 double fragmentation(std::size_t largest, std::size_t free) noexcept;
 
-/// @brief The largest multiple of @p step, at most @p upper bytes, that legacy_malloc grants now (binary
-/// search; each success freed at once). pre: step > 0.
+/// @brief The largest multiple of @p step, at most @p upper bytes, that legacy_malloc grants now (down from
+/// the top by doubling steps, then binary search; each success freed at once). pre: step > 0.
 block_search find_largest_block(device& dev, std::size_t upper, std::size_t step);
 
 /// @brief The first of total/2, total/4, ... (down to @p step) that legacy_malloc grants. pre: step > 0.
