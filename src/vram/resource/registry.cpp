@@ -5,6 +5,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/emulation/factories.hpp"
+#include "vram/pool/pool_resource.hpp"
 
 namespace vram {
 
@@ -44,7 +45,8 @@ policy_options parse_options(std::string_view spec, std::string_view text) {
 }  // namespace detail
 
 std::span<const policy_info> policies() {
-  static const std::array<policy_info, 5> table{{
+  static const std::array<policy_info, 6> table{{
+      {"vram", "vram's pool: physical memory mapped only where blocks sit, recycled anywhere", &make_vram_pool_resource},
       {"cuda-direct", "cudaMalloc / cudaFree for every request, no pool", &make_cuda_direct_resource},
       {"torch-native", "PyTorch's CUDA caching allocator, default settings", &make_torch_native_resource},
       {"torch-expandable", "PyTorch's caching allocator with expandable_segments:True", &make_torch_expandable_resource},

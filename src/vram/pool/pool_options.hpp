@@ -1,0 +1,34 @@
+#pragma once
+// Every setting of vram's pool in one table: its name (as a policy option: `vram:max_cached_ratio=0.1`),
+// its environment variable (read once, when a pool is made with from_environment()), and its default.
+//
+// | name              | environment variable     | default | what it does                                      |
+// |-------------------|--------------------------|---------|---------------------------------------------------|
+// | max_cached_ratio  | VRAM_MAX_CACHED_RATIO    | 0.05    | mapped-but-unused memory allowed, as a share of   |
+// |                   |                          |         | bytes in use, before growth recycles free handles |
+// | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once              |
+// | limit             | VRAM_LIMIT               | 0       | most bytes held from the device (0: no limit)     |
+// | thread_cache      | VRAM_THREAD_CACHE        | 1       | per-thread caches of freed blocks (0: off)        |
+// | thread_cache_bytes| VRAM_THREAD_CACHE_BYTES  | 4MiB    | most bytes one thread's cache holds               |
+
+#include <cstddef>
+#include <string>
+
+#include "vram/resource/registry.hpp"
+
+namespace vram {
+
+struct pool_options {
+  double max_cached_ratio = 0.05;
+  std::size_t max_handle_bytes = std::size_t{64} << 20;
+  std::size_t limit = 0;
+  bool thread_cache = true;
+  std::size_t thread_cache_bytes = std::size_t{4} << 20;
+
+  /// @brief Defaults overridden by the environment variables of the table. @throws usage_error for a bad value.
+  static pool_options from_environment();
+  /// @brief These options with policy settings applied. @throws usage_error for an unknown key or bad value.
+  pool_options with(const policy_options& settings) const;
+};
+
+}  // namespace vram

@@ -1,0 +1,100 @@
+// Coalescing best-fit free ranges.
+#include "vram/pool/range_set.hpp"
+
+#include <fmt/format.h>
+
+#include "vram/core/error.hpp"
+
+namespace vram::detail {
+
+void range_set::add(device_ptr addr, std::size_t size) {
+  by_addr_.emplace(addr, size);
+  by_size_.emplace(size, addr);
+  total_ += size;
+}
+
+void range_set::remove(std::map<device_ptr, std::size_t>::iterator it) {
+  by_size_.erase({it->second, it->first});
+  total_ -= it->second;
+  by_addr_.erase(it);
+}
+
+void range_set::insert(device_ptr addr, std::size_t size) {
+  if (size == 0) return;
+  auto next = by_addr_.lower_bound(addr);
+  if (next != by_addr_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == addr) {
+      addr = prev->first;
+      size += prev->second;
+      remove(prev);
+    }
+  }
+  if (next != by_addr_.end() && addr + size == next->first) {
+    size += next->second;
+    remove(next);
+  }
+  add(addr, size);
+}
+
+void range_set::erase(device_ptr addr, std::size_t size) {
+  if (size == 0) return;
+  auto it = by_addr_.upper_bound(addr);
+  if (it == by_addr_.begin()) throw invariant_error(fmt::format("range_set::erase({:#x}, {}): not free", addr, size));
+  --it;
+  const device_ptr start = it->first;
+  const std::size_t len = it->second;
+  if (addr + size > start + len)
+    throw invariant_error(fmt::format("range_set::erase({:#x}, {}): not inside one free range", addr, size));
+  remove(it);
+  if (addr > start) add(start, addr - start);
+  if (addr + size < start + len) add(addr + size, start + len - (addr + size));
+}
+
+std::optional<device_ptr> range_set::take_best_fit(std::size_t size, std::size_t align) {
+  for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it) {
+    const auto [len, start] = *it;
+    const device_ptr at = round_up(start, align);
+    if (at + size > start + len) continue;  // the alignment pushed it out; try the next
+    auto node = by_addr_.find(start);
+    remove(node);
+    if (at > start) add(start, at - start);
+    if (at + size < start + len) add(at + size, start + len - (at + size));
+    return at;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<device_ptr, std::size_t>> range_set::best_fit(std::size_t size) const {
+  auto it = by_size_.lower_bound({size, 0});
+  if (it == by_size_.end()) return std::nullopt;
+  return std::pair{it->second, it->first};
+}
+
+std::optional<std::pair<device_ptr, std::size_t>> range_set::containing(device_ptr addr) const {
+  auto it = by_addr_.upper_bound(addr);
+  if (it == by_addr_.begin()) return std::nullopt;
+  --it;
+  if (addr >= it->first + it->second) return std::nullopt;
+  return *it;
+}
+
+void range_set::validate() const {
+  if (by_addr_.size() != by_size_.size())
+    throw invariant_error(fmt::format("range_set: {} ranges by address, {} by size", by_addr_.size(), by_size_.size()));
+  std::size_t sum = 0;
+  device_ptr end = 0;
+  bool first = true;
+  for (const auto& [addr, size] : by_addr_) {
+    if (size == 0) throw invariant_error(fmt::format("range_set: empty range at {:#x}", addr));
+    if (!first && addr < end) throw invariant_error(fmt::format("range_set: range at {:#x} overlaps the one before", addr));
+    if (!first && addr == end) throw invariant_error(fmt::format("range_set: range at {:#x} not merged with the one before", addr));
+    if (!by_size_.count({size, addr})) throw invariant_error(fmt::format("range_set: range at {:#x} missing by size", addr));
+    sum += size;
+    end = addr + size;
+    first = false;
+  }
+  if (sum != total_) throw invariant_error(fmt::format("range_set: total {} but ranges sum to {}", total_, sum));
+}
+
+}  // namespace vram::detail

@@ -1,0 +1,50 @@
+#pragma once
+// A set of disjoint free address ranges, coalesced, with best-fit search: the free list of vram's pool
+// (mapped free memory) and of its address space (unmapped granules). Two indexes over the same ranges:
+// by address (to coalesce and to carve) and by (size, address) (to find the smallest range that fits,
+// lowest address first, which keeps live data packed low). O(log n) per operation.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "vram/core/types.hpp"
+
+namespace vram::detail {
+
+class range_set {
+ public:
+  /// @brief Adds [addr, addr + size), merging with neighbours. pre: it overlaps no range in the set.
+  void insert(device_ptr addr, std::size_t size);
+  /// @brief Removes [addr, addr + size). pre: it lies inside one range of the set.
+  void erase(device_ptr addr, std::size_t size);
+  /// @brief Takes the smallest range (lowest address on ties) that holds @p size bytes at an address that is a
+  /// multiple of @p align, carves the block from it and returns the block's address; none when no range fits.
+  std::optional<device_ptr> take_best_fit(std::size_t size, std::size_t align = 512);
+  /// @brief The smallest range holding @p size bytes (lowest address on ties), without taking it.
+  std::optional<std::pair<device_ptr, std::size_t>> best_fit(std::size_t size) const;
+  /// @brief The range containing @p addr, if any.
+  std::optional<std::pair<device_ptr, std::size_t>> containing(device_ptr addr) const;
+
+  std::size_t total() const noexcept { return total_; }
+  std::size_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
+  std::size_t count() const noexcept { return by_addr_.size(); }
+  bool empty() const noexcept { return by_addr_.empty(); }
+  const std::map<device_ptr, std::size_t>& ranges() const noexcept { return by_addr_; }
+
+  /// @brief Checks that the indexes agree, ranges are disjoint and coalesced, and total is their sum.
+  void validate() const;
+
+ private:
+  void add(device_ptr addr, std::size_t size);
+  void remove(std::map<device_ptr, std::size_t>::iterator it);
+
+  std::map<device_ptr, std::size_t> by_addr_;
+  std::set<std::pair<std::size_t, device_ptr>> by_size_;
+  std::size_t total_ = 0;
+};
+
+}  // namespace vram::detail
