@@ -189,15 +189,20 @@ TEST(probe, answers_are_exact_to_the_step) {
   EXPECT_EQ(s.tries, 2u);
 }
 
-// The common case on a GPU: the largest block a little under the free memory (on the H200, 71,313 of the
-// 71,315 granules free). Cap 1018 MiB = 509 steps, upper 512: 512 no, 511 no, 509 yes; then between 509
-// and 511: 510 no -> 1018 MiB in 4 tries (a plain binary search from 0 would take 1 + 9).
+// The common case on a GPU: the largest block a little under the free memory. On the H200, 71,314.56
+// granules were free, 71,314 were refused and 71,313 granted. Here: cap 1022 MiB = 511 steps, upper 512:
+// 512 no, 511 yes -> 2 tries. Cap 1018 MiB = 509 steps: 512 no, 511 no, 509 yes; then between 509 and 511:
+// 510 no -> 4 tries. (A plain binary search from 0 would take 1 + 9 tries for either.)
 TEST(probe, a_block_just_under_the_free_memory_takes_few_tries) {
   sim_device sim(one_gib());
-  capped_device dev(sim, 1018 * MiB);
-  const block_search s = find_largest_block(dev, 1 * GiB, 2 * MiB);
-  EXPECT_EQ(s.bytes, 1018 * MiB);
-  EXPECT_EQ(s.tries, 4u);
+  capped_device one_under(sim, 1022 * MiB);
+  const block_search a = find_largest_block(one_under, 1 * GiB, 2 * MiB);
+  EXPECT_EQ(a.bytes, 1022 * MiB);
+  EXPECT_EQ(a.tries, 2u);
+  capped_device three_under(sim, 1018 * MiB);
+  const block_search b = find_largest_block(three_under, 1 * GiB, 2 * MiB);
+  EXPECT_EQ(b.bytes, 1018 * MiB);
+  EXPECT_EQ(b.tries, 4u);
 }
 
 TEST(probe, searches_alone) {

@@ -4,7 +4,7 @@
 //  - a search over multiples of a step (the granularity): the first try is the whole free memory rounded
 //    down to the step; when that fails, it steps down from there by 1, 2, 4, ... steps until a size fits,
 //    then binary-searches the last gap. On a GPU the largest block lies just under the free memory (the
-//    H200: 2 granules under), found in a few tries; at worst it takes about 2 log2(free / step);
+//    H200: one granule under it, 2 tries), found in a few tries; at worst about 2 log2(free / step);
 //  - the classic halving search, for comparison: try total/2, total/4, ... and keep the first that succeeds
 //    (what a program finds that halves its request until it fits: it can miss nearly half the memory).
 // Each try is a legacy_malloc freed at once. "Allocatable" takes the largest block, again and again, until
