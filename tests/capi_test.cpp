@@ -459,6 +459,21 @@ TEST(capi_pool_table, plain_sim_gives_eight_h200s) {
   table.pool(2).deallocate(p, 1000);
 }
 
+TEST(capi_pool_table, threads_that_first_use_a_device_together_share_one_pool) {
+  vram::capi::pool_table table("sim:64MiB");
+  constexpr int threads = 8;
+  std::vector<vram::pool_resource*> seen(threads, nullptr);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) workers.emplace_back([&, t] { seen[t] = &table.pool(5); });
+  for (auto& w : workers) w.join();
+  ASSERT_NE(table.existing(5), nullptr);
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(seen[t], table.existing(5)) << "thread " << t;
+  for (int i = 0; i < vram::capi::max_devices; ++i) {
+    if (i != 5) EXPECT_EQ(table.existing(i), nullptr) << i;  // no other pool was made
+  }
+  EXPECT_NO_THROW(table.validate());
+}
+
 TEST(capi_pool_table, cuda_without_a_gpu_is_a_device_error) {
   vram::capi::pool_table table("cuda");
   if (vram::cuda_available()) {
