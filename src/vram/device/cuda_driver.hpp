@@ -35,9 +35,11 @@ namespace vram::detail {
 
 // The functions vram uses: member, driver symbol, the CUDA version of the ABI requested, the parameters
 // (all return CUresult). The version is the one in which the signature written here was introduced
-// (cudaTypedefs.h names each signature PFN_<symbol>_v<version>); all are at most 11.0, so any driver that
+// (cudaTypedefs.h names each signature PFN_<symbol>_v<version>); all are at most 11.2, so any driver that
 // has cuGetProcAddress_v2 (CUDA 12.0 and later) serves them. cuMemsetD8 and cuMemcpyDtoH serve the tests
-// alone, to check that mapped memory is really there and writable.
+// alone, to check that mapped memory is really there and writable. The streams and the stream-ordered
+// allocator (cuMemAllocAsync and the memory pool calls) serve `vram bench` alone, which measures
+// cudaMallocAsync beside vram's pool.
 #define VRAM_CUDA_DRIVER_FUNCTIONS(X)                                                                           \
   X(init, "cuInit", 2000, unsigned int)                                                                         \
   X(driver_get_version, "cuDriverGetVersion", 2020, int*)                                                       \
@@ -71,6 +73,14 @@ namespace vram::detail {
   X(event_query, "cuEventQuery", 2000, CUevent)                                                                 \
   X(event_synchronize, "cuEventSynchronize", 2000, CUevent)                                                     \
   X(stream_synchronize, "cuStreamSynchronize", 2000, CUstream)                                                  \
+  X(stream_create, "cuStreamCreate", 2000, CUstream*, unsigned int)                                             \
+  X(stream_destroy, "cuStreamDestroy", 4000, CUstream)                                                          \
+  X(device_get_default_mem_pool, "cuDeviceGetDefaultMemPool", 11020, CUmemoryPool*, CUdevice)                   \
+  X(mem_pool_get_attribute, "cuMemPoolGetAttribute", 11020, CUmemoryPool, CUmemPool_attribute, void*)           \
+  X(mem_pool_set_attribute, "cuMemPoolSetAttribute", 11020, CUmemoryPool, CUmemPool_attribute, void*)           \
+  X(mem_pool_trim_to, "cuMemPoolTrimTo", 11020, CUmemoryPool, size_t)                                           \
+  X(mem_alloc_async, "cuMemAllocAsync", 11020, CUdeviceptr*, size_t, CUstream)                                  \
+  X(mem_free_async, "cuMemFreeAsync", 11020, CUdeviceptr, CUstream)                                             \
   X(memset_d8, "cuMemsetD8", 3020, CUdeviceptr, unsigned char, size_t)                                         \
   X(memcpy_dtoh, "cuMemcpyDtoH", 3020, void*, CUdeviceptr, size_t)                                              \
   X(get_error_name, "cuGetErrorName", 6000, CUresult, const char**)                                             \
