@@ -64,6 +64,14 @@ void arena::untouch(device_ptr p, std::size_t size) {
   }
 }
 
+device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size_t zi) {
+  const auto p = zones_[zi].free.take_best_fit(size, align);
+  if (!p) return 0;
+  in_use_ += size;
+  touch(*p, size);
+  return *p;
+}
+
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
   std::optional<device_ptr> p = zones_[zi].free.take_best_fit(size, align);
   if (!p) {

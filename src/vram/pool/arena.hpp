@@ -67,6 +67,8 @@ class arena {
   /// @brief A block of @p size bytes (a multiple of 512) in zone @p zone at an address aligned to @p align
   /// (<= granularity), or 0 when the device cannot back it even after recycling.
   device_ptr allocate(std::size_t size, std::size_t align, std::size_t zone = 0);
+  /// @brief As allocate, but only from memory already mapped (no driver call); 0 when nothing fits.
+  device_ptr allocate_mapped(std::size_t size, std::size_t align, std::size_t zone = 0);
   /// @brief pre: [p, p + size) is a block this arena handed out.
   void deallocate(device_ptr p, std::size_t size);
   /// @brief Unmaps and releases every handle no live block touches. Returns the bytes given back.

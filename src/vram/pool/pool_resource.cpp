@@ -1,7 +1,10 @@
-// vram's pool: the arena behind a lock, bad-input checks, statistics and snapshot.
+// vram's pool: the hot path through thread caches and the block table, the slow path under the lock
+// (arena, stream-ordered release, recovery when memory runs out), statistics and snapshot.
 #include "vram/pool/pool_resource.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
@@ -11,71 +14,303 @@ namespace vram {
 
 namespace {
 
+std::atomic<std::uint64_t> next_pool_id{1};
+
 detail::arena_options arena_settings(const pool_options& o) {
   detail::arena_options a;
   a.max_cached_ratio = o.max_cached_ratio;
-  a.zones = 2;
   a.max_handle_bytes = o.max_handle_bytes;
   a.limit = o.limit;
+  a.zones = 2;
   return a;
 }
 
+std::size_t zone_for(std::size_t rounded) { return rounded <= pool_resource::small_max ? 0 : 1; }
+
 }  // namespace
+
+/// A thread's caches, one per pool it has used; on thread exit each goes back to its pool, if alive.
+struct pool_thread_state {
+  struct entry {
+    std::uint64_t pool_id;
+    detail::thread_cache* cache;
+    std::weak_ptr<int> alive;
+    pool_resource* pool;
+  };
+  std::vector<entry> entries;
+  std::uint64_t last_id = 0;
+  detail::thread_cache* last = nullptr;
+
+  ~pool_thread_state() {
+    for (auto& e : entries) {
+      const auto alive = e.alive.lock();
+      if (!alive) continue;
+      std::lock_guard lock(e.pool->mutex_);
+      std::vector<detail::cache_entry> out;
+      e.cache->lock();
+      e.cache->drain(out);
+      e.cache->unlock();
+      for (const auto& c : out) e.pool->release_locked(c.ptr, c.size, c.stream);
+      e.pool->idle_caches_.push_back(e.cache);
+      e.pool->sync_mirrors_locked();
+    }
+  }
+};
+
+namespace {
+thread_local pool_thread_state thread_state;
+}
 
 pool_resource::pool_resource(device& dev, pool_options options)
     : memory_resource(dev),
       options_(options),
-      arena_(dev, arena_settings(options)) {
-  live_.reserve(1024);
+      id_(next_pool_id.fetch_add(1)),
+      arena_(dev, arena_settings(options)),
+      alive_(std::make_shared<int>(0)) {}
+
+pool_resource::~pool_resource() {
+  alive_.reset();
+  for (auto& f : pending_)
+    for (auto e : f.events) device_->event_destroy(e);
+  for (auto e : spare_events_) device_->event_destroy(e);
 }
 
-pool_resource::~pool_resource() = default;
+detail::thread_cache* pool_resource::my_cache() {
+  auto& t = thread_state;
+  if (t.last_id == id_) return t.last;
+  for (auto& e : t.entries) {
+    if (e.pool_id == id_) {
+      t.last_id = id_;
+      t.last = e.cache;
+      return e.cache;
+    }
+  }
+  std::erase_if(t.entries, [](const pool_thread_state::entry& e) { return e.alive.expired(); });
+  detail::thread_cache* c = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (!idle_caches_.empty()) {
+      c = idle_caches_.back();
+      idle_caches_.pop_back();
+    } else if (caches_.size() < max_caches) {
+      caches_.push_back(std::make_unique<detail::thread_cache>(options_.thread_cache_bytes));
+      c = caches_.back().get();
+      cache_slots_[caches_.size() - 1].store(c, std::memory_order_release);
+      cache_count_.store(caches_.size(), std::memory_order_release);
+    }
+  }
+  if (c == nullptr) return nullptr;
+  t.entries.push_back({id_, c, alive_, this});
+  t.last_id = id_;
+  t.last = c;
+  return c;
+}
 
-device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id) {
+device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
+  const std::size_t rounded = round_up(bytes, 512);
+  detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
+  if (c != nullptr) {
+    c->lock();
+    const device_ptr p = c->pop(rounded, stream);
+    c->unlock();
+    if (p != 0) {
+      table_.transition(p, detail::block_state::cached, detail::block_state::live);
+      c->allocations.store(c->allocations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      c->requested.store(c->requested.load(std::memory_order_relaxed) + static_cast<std::int64_t>(bytes),
+                         std::memory_order_relaxed);
+      return p;
+    }
+  }
   std::lock_guard lock(mutex_);
-  device_ptr p = 0;
-  std::size_t rounded = 0;
-  rounded = round_up(bytes, 512);
-  p = arena_.allocate(rounded, 512, bytes <= small_max ? 0 : 1);
-  if (p != 0) live_.emplace(p, rounded);
+  note_stream_locked(stream);
+  const device_ptr p = allocate_locked(rounded, stream);
   if (p == 0) {
     ++stats_.failed_allocations;
     return 0;
   }
+  table_.insert_live(p, rounded);
   ++stats_.allocations;
   stats_.requested_bytes += bytes;
-  allocated_ += rounded;
-  reserved_ = arena_.reserved();
-  update_peaks();
+  sync_mirrors_locked();
 #if VRAM_DEBUG_VALIDATE
   if (stats_.allocations % 4096 == 0) arena_.validate();
 #endif
   return p;
 }
 
-void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id) {
-  std::lock_guard lock(mutex_);
-  std::size_t rounded = 0;
-  auto it = live_.find(p);
-  if (it == live_.end())
-    throw usage_error(fmt::format("vram: free of {:#x} ({} bytes): not a live block of this pool (never allocated here, "
-                                  "or already freed); the pool is unchanged", p, bytes));
-  if (round_up(bytes, 512) != it->second)
-    throw usage_error(fmt::format("vram: free of {:#x} with size {}, but the block was allocated with size {} "
-                                  "(rounded); the pool is unchanged", p, bytes, it->second));
-  rounded = it->second;
-  live_.erase(it);
-  arena_.deallocate(p, rounded);
-  ++stats_.frees;
-  stats_.requested_bytes -= std::min(stats_.requested_bytes, bytes);
-  allocated_ -= rounded;
-  reserved_ = arena_.reserved();
+device_ptr pool_resource::allocate_locked(std::size_t rounded, stream_id stream) {
+  const std::size_t zone = zone_for(rounded);
+  if (!pending_.empty()) {
+    // A block freed on this very stream may be reused at once; the others once their events complete.
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->stream == stream && it->size == rounded && it->events.size() == 1) {
+        const device_ptr p = it->ptr;
+        spare_events_.push_back(it->events.front());
+        pending_bytes_ -= it->size;
+        pending_.erase(it);
+        return p;
+      }
+    }
+    process_pending_locked(false);
+  }
+  device_ptr p = arena_.allocate_mapped(rounded, 512, zone);
+  if (p == 0) {
+    flush_caches_locked();  // blocks kept by threads may fit before anything is mapped
+    p = arena_.allocate_mapped(rounded, 512, zone);
+  }
+  if (p == 0) p = arena_.allocate(rounded, 512, zone);
+  if (p == 0 && !pending_.empty()) {
+    process_pending_locked(true);  // wait for the stream work that holds freed blocks, then retry
+    p = arena_.allocate(rounded, 512, zone);
+  }
+  return p;
 }
 
-void pool_resource::update_peaks() {
-  stats_.peak_requested_bytes = std::max(stats_.peak_requested_bytes, stats_.requested_bytes);
-  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, allocated_);
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, reserved_);
+void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id stream) {
+  using detail::block_state;
+  const std::size_t rounded = round_up(bytes, 512);
+  block_state found = block_state::empty;
+  const std::size_t size = table_.transition(p, block_state::live, block_state::cached, &found);
+  if (size == 0) {
+    std::size_t held = 0;
+    found = table_.lookup(p, &held);
+    bad_free(p, bytes, found, held);
+  }
+  if (size != rounded) {
+    table_.transition(p, block_state::cached, block_state::live);
+    bad_free(p, bytes, block_state::live, size);
+  }
+  if (recorded_count_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard lock(mutex_);
+    if (auto it = recorded_.find(p); it != recorded_.end()) {
+      std::vector<stream_id> extra = std::move(it->second);
+      recorded_.erase(it);
+      recorded_count_.store(recorded_.size(), std::memory_order_release);
+      release_locked(p, size, stream, std::move(extra));
+      ++stats_.frees;
+      stats_.requested_bytes -= bytes;
+      sync_mirrors_locked();
+      return;
+    }
+  }
+  detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
+  if (c != nullptr) {
+    c->lock();
+    const bool kept = c->push(p, size, stream);
+    c->unlock();
+    if (kept) {
+      c->frees.store(c->frees.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      c->requested.store(c->requested.load(std::memory_order_relaxed) - static_cast<std::int64_t>(bytes),
+                         std::memory_order_relaxed);
+      return;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  release_locked(p, size, stream);
+  ++stats_.frees;
+  stats_.requested_bytes -= bytes;
+  sync_mirrors_locked();
+}
+
+void pool_resource::bad_free(device_ptr p, std::size_t bytes, detail::block_state found, std::size_t size) const {
+  using detail::block_state;
+  switch (found) {
+    case block_state::live:
+      throw usage_error(fmt::format("vram: free of {:#x} with size {}, but the block was allocated with size {} "
+                                    "(rounded to 512); the pool is unchanged", p, bytes, size));
+    case block_state::cached:
+    case block_state::gone:
+      throw usage_error(fmt::format("vram: double free of {:#x} ({} bytes): the block is already free; the pool is "
+                                    "unchanged", p, bytes));
+    case block_state::empty:
+      break;
+  }
+  throw usage_error(fmt::format("vram: free of {:#x} ({} bytes): not a block this pool handed out; the pool is "
+                                "unchanged", p, bytes));
+}
+
+void pool_resource::release_locked(device_ptr p, std::size_t rounded, stream_id stream, std::vector<stream_id> extra) {
+  table_.transition(p, detail::block_state::cached, detail::block_state::gone);
+  if (!multi_stream_ && extra.empty()) {
+    arena_.deallocate(p, rounded);
+    return;
+  }
+  pending_free f{p, rounded, stream, {}};
+  extra.push_back(stream);
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  for (auto s : extra) {
+    const event_id e = take_event_locked();
+    device_->event_record(e, s);
+    f.events.push_back(e);
+  }
+  pending_bytes_ += rounded;
+  pending_.push_back(std::move(f));
+}
+
+event_id pool_resource::take_event_locked() {
+  if (spare_events_.empty()) return device_->event_create();
+  const event_id e = spare_events_.back();
+  spare_events_.pop_back();
+  return e;
+}
+
+void pool_resource::process_pending_locked(bool wait) {
+  std::erase_if(pending_, [&](pending_free& f) {
+    for (auto e : f.events) {
+      if (wait) device_->event_synchronize(e);
+      else if (!device_->event_query(e)) return false;
+    }
+    for (auto e : f.events) spare_events_.push_back(e);
+    pending_bytes_ -= f.size;
+    arena_.deallocate(f.ptr, f.size);
+    return true;
+  });
+}
+
+void pool_resource::note_stream_locked(stream_id stream) {
+  if (!streams_.insert(stream).second || multi_stream_ || streams_.size() < 2) return;
+  // A second stream: memory freed so far went back without events; once the streams used so far have
+  // finished their queued work it is safe for any stream. This happens once.
+  for (auto s : streams_)
+    if (s != stream) device_->stream_synchronize(s);
+  multi_stream_ = true;
+}
+
+void pool_resource::flush_caches_locked() {
+  std::vector<detail::cache_entry> out;
+  for (auto& c : caches_) {
+    c->lock();
+    c->drain(out);
+    c->unlock();
+  }
+  for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
+}
+
+void pool_resource::sync_mirrors_locked() {
+  reserved_mirror_.store(arena_.reserved(), std::memory_order_relaxed);
+  in_use_mirror_.store(arena_.in_use(), std::memory_order_relaxed);
+  pending_mirror_.store(pending_bytes_, std::memory_order_relaxed);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, arena_.reserved());
+}
+
+std::size_t pool_resource::allocated_bytes() const noexcept {
+  // Without the lock: exact when no other thread is inside the pool, a close reading otherwise.
+  std::size_t cached = 0;
+  for (std::size_t i = 0, n = cache_count_.load(std::memory_order_acquire); i < n; ++i)
+    cached += cache_slots_[i].load(std::memory_order_acquire)->cached_bytes();
+  const std::size_t in_use = in_use_mirror_.load(std::memory_order_relaxed);
+  const std::size_t held = pending_mirror_.load(std::memory_order_relaxed) + cached;
+  return in_use > held ? in_use - held : 0;
+}
+
+void pool_resource::record_stream(device_ptr p, stream_id stream) {
+  std::lock_guard lock(mutex_);
+  if (table_.lookup(p) != detail::block_state::live)
+    throw usage_error(fmt::format("vram: record_stream of {:#x}: not a live block of this pool", p));
+  note_stream_locked(stream);
+  recorded_[p].push_back(stream);
+  recorded_count_.store(recorded_.size(), std::memory_order_release);
 }
 
 free_space pool_resource::free_memory() const {
@@ -85,14 +320,16 @@ free_space pool_resource::free_memory() const {
 
 std::size_t pool_resource::trim() {
   std::lock_guard lock(mutex_);
+  flush_caches_locked();
+  process_pending_locked(true);
   const std::size_t released = arena_.trim();
-  reserved_ = arena_.reserved();
+  sync_mirrors_locked();
   return released;
 }
 
 void pool_resource::set_limit(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  arena_.set_limit(bytes);  // TODO shared limit
+  arena_.set_limit(bytes);
 }
 
 std::size_t pool_resource::limit() const {
@@ -103,10 +340,20 @@ std::size_t pool_resource::limit() const {
 pool_stats pool_resource::stats() const {
   std::lock_guard lock(mutex_);
   pool_stats s = stats_;
-  s.allocated_bytes = allocated_;
-  s.reserved_bytes = reserved_;
+  std::int64_t requested = static_cast<std::int64_t>(stats_.requested_bytes);
+  for (const auto& c : caches_) {
+    s.allocations += c->allocations.load(std::memory_order_relaxed);
+    s.frees += c->frees.load(std::memory_order_relaxed);
+    requested += c->requested.load(std::memory_order_relaxed);
+    s.thread_cached_bytes += c->cached_bytes();
+  }
+  s.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(requested, 0));
+  s.pending_bytes = pending_bytes_;
+  s.reserved_bytes = arena_.reserved();
   s.mapped_bytes = arena_.mapped();
-  s.cached_bytes = reserved_ - allocated_;
+  s.allocated_bytes = arena_.in_use() - pending_bytes_ - s.thread_cached_bytes;
+  s.cached_bytes = s.reserved_bytes - s.allocated_bytes;
+  s.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, s.allocated_bytes);
   s.arena = arena_.counters();
   return s;
 }
@@ -114,14 +361,20 @@ pool_stats pool_resource::stats() const {
 void pool_resource::validate() const {
   std::lock_guard lock(mutex_);
   arena_.validate();
-  std::size_t live = 0;
-  for (const auto& [p, size] : live_) live += size;
-  if (arena_.in_use() != live)
-    throw invariant_error(fmt::format("vram pool: arena in use {} != live blocks {}", arena_.in_use(), live));
-  if (allocated_ != live) throw invariant_error(fmt::format("vram pool: allocated {} != live blocks {}", allocated_, live));
-  if (reserved_ != arena_.reserved())
-    throw invariant_error(fmt::format("vram pool: reserved {} != arena reserved {}", reserved_, arena_.reserved()));
-  if (reserved_ < allocated_) throw invariant_error("vram pool: reserved below allocated");
+  std::size_t in_blocks = 0, cached = 0;
+  table_.for_each([&](device_ptr, detail::block_state st, std::size_t size) {
+    in_blocks += size;
+    if (st == detail::block_state::cached) cached += size;
+  });
+  std::size_t thread_cached = 0;
+  for (const auto& c : caches_) thread_cached += c->cached_bytes();
+  if (arena_.in_use() != in_blocks + pending_bytes_)
+    throw invariant_error(fmt::format("vram pool: arena in use {} != blocks {} + pending {}", arena_.in_use(), in_blocks,
+                                      pending_bytes_));
+  if (cached != thread_cached)
+    throw invariant_error(fmt::format("vram pool: {} bytes of blocks cached, threads hold {}", cached, thread_cached));
+  if (reserved_mirror_.load() != arena_.reserved())
+    throw invariant_error("vram pool: reserved bytes out of date");
 }
 
 std::string pool_resource::out_of_memory_message(std::size_t bytes, stream_id stream) const {
@@ -129,31 +382,38 @@ std::string pool_resource::out_of_memory_message(std::size_t bytes, stream_id st
   const auto f = free_memory();
   const auto info = device_->mem_info();
   const double frag = f.total == 0 ? 0.0 : 1.0 - static_cast<double>(f.largest) / static_cast<double>(f.total);
+  const std::size_t lim = limit();
   return fmt::format(
-      "vram: out of memory allocating {} on stream {}: {} live in {} allocated; the pool reserves {} ({} cached, "
-      "largest free range {}, fragmentation {:.1f}%){}; the device has {} free of {}. Free live blocks, lower the "
-      "request, raise the limit, or use a larger device.",
+      "vram: out of memory allocating {} on stream {}: {} live ({} allocated); the pool reserves {} ({} cached, largest "
+      "free range {}, fragmentation {:.1f}%){}; the device has {} free of {}. Free live blocks, ask for less, raise the "
+      "limit, or use a larger device.",
       format_bytes(bytes), stream, format_bytes(s.requested_bytes), format_bytes(s.allocated_bytes),
       format_bytes(s.reserved_bytes), format_bytes(s.cached_bytes), format_bytes(f.largest), 100.0 * frag,
-      s.arena.handles_created == 0 && arena_.limit() == 0 ? "" : arena_.limit() ? fmt::format(", limit {}", format_bytes(arena_.limit())) : "",
-      format_bytes(info.free), format_bytes(info.total));
+      lim ? fmt::format(", limit {}", format_bytes(lim)) : std::string(), format_bytes(info.free), format_bytes(info.total));
 }
 
 nlohmann::json pool_resource::snapshot() const {
   std::lock_guard lock(mutex_);
   nlohmann::json handles = nlohmann::json::array();
-  for (const auto& h : arena_.handles()) handles.push_back({{"address", h.va}, {"bytes", h.bytes}, {"busy_granules", h.busy_granules}});
+  for (const auto& h : arena_.handles())
+    handles.push_back({{"address", h.va}, {"bytes", h.bytes}, {"busy_granules", h.busy_granules}});
   nlohmann::json free_ranges = nlohmann::json::array();
   for (const auto& [addr, size] : arena_.free_ranges()) free_ranges.push_back({addr, size});
   nlohmann::json blocks = nlohmann::json::array();
-  for (const auto& [p, size] : live_) blocks.push_back({p, size});
+  table_.for_each([&](device_ptr p, detail::block_state st, std::size_t size) {
+    blocks.push_back({{"address", p}, {"bytes", size}, {"state", st == detail::block_state::live ? "live" : "cached"}});
+  });
+  const free_space f = arena_.free_memory();
   return {{"policy", "vram"},
           {"device", device_->name()},
           {"address_range", {{"base", arena_.base()}, {"bytes", arena_.span()}}},
           {"granularity", arena_.granularity()},
-          {"reserved_bytes", reserved_},
-          {"allocated_bytes", allocated_},
+          {"reserved_bytes", arena_.reserved()},
+          {"in_use_bytes", arena_.in_use()},
+          {"pending_bytes", pending_bytes_},
           {"mapped_bytes", arena_.mapped()},
+          {"free_bytes", f.total},
+          {"largest_free_bytes", f.largest},
           {"handles", handles},
           {"free_ranges", free_ranges},
           {"blocks", blocks}};

@@ -1,30 +1,47 @@
 #pragma once
-// vram's pool: the `vram` policy and the allocator programs link. Blocks are placed by best fit at 512-byte
-// granularity in an arena that maps physical memory only where blocks sit and recycles wholly free handles
-// to wherever memory is wanted (arena.hpp); blocks up to 1 MiB live in a zone of their own so they never
-// pin the handles under large blocks. See docs/pool.md for the design and the measurements behind it.
+// vram's pool: the `vram` policy and the allocator programs link. Thread-safe.
+//  - Placement and physical memory: an arena that maps memory only where blocks sit and recycles wholly free
+//    handles to wherever memory is wanted (arena.hpp); blocks up to 1 MiB live in a zone of their own.
+//  - Hot path: each thread keeps the blocks it frees (thread_cache.hpp) and a block's state lives in a table
+//    read without a lock (block_table.hpp), so a cached alloc + free takes no mutex; frees from any thread.
+//  - Stream order: a cached block is reused only on the stream it was freed on. Once a second stream is
+//    seen, a block leaving a cache is held until an event recorded on its stream at the free completes (and
+//    on every stream record_stream() named); the first time a new stream appears the streams used so far are
+//    synchronized once, so memory freed before that point is safe for it. Never a device-wide synchronize.
+//  - Limits and release: set_limit(), trim(); when the device refuses, caches are flushed, pending frees
+//    waited for, cold handles recycled, and the request retried before it fails.
+// See docs/pool.md for the design and the measurements behind its settings.
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "vram/pool/arena.hpp"
+#include "vram/pool/block_table.hpp"
 #include "vram/pool/pool_options.hpp"
+#include "vram/pool/thread_cache.hpp"
 #include "vram/resource/memory_resource.hpp"
 
 namespace vram {
 
 /// @brief The pool's statistics: current and peak figures, and counts of calls.
 struct pool_stats {
-  std::size_t requested_bytes = 0, peak_requested_bytes = 0;  // bytes the program asked for, live
+  std::size_t requested_bytes = 0;                            // bytes the program asked for, live
   std::size_t allocated_bytes = 0, peak_allocated_bytes = 0;  // rounded sizes of live blocks
   std::size_t reserved_bytes = 0, peak_reserved_bytes = 0;    // held from the device
   std::size_t cached_bytes = 0;                               // reserved but in no live block
+  std::size_t thread_cached_bytes = 0;                        // of which in threads' caches
+  std::size_t pending_bytes = 0;                              // freed, waiting for stream work
   std::size_t mapped_bytes = 0;
   std::uint64_t allocations = 0, frees = 0, failed_allocations = 0;
   detail::arena_counters arena;
@@ -42,14 +59,17 @@ class pool_resource final : public memory_resource {
   free_space free_memory() const override;
   void release_cached() override { trim(); }
   void validate() const override;
+  void record_stream(device_ptr p, stream_id stream) override;
+  std::size_t reserved_bytes() const noexcept override { return reserved_mirror_.load(std::memory_order_relaxed); }
+  std::size_t allocated_bytes() const noexcept override;
 
-  /// @brief Gives every wholly free handle back to the device. Returns the bytes released.
+  /// @brief Flushes threads' caches and gives every wholly free handle back to the device. Returns the bytes released.
   std::size_t trim();
   /// @brief Most bytes the pool may hold from the device (0: none).
   void set_limit(std::size_t bytes);
   std::size_t limit() const;
   pool_stats stats() const;
-  /// @brief The pool's address ranges, handles and free ranges, as JSON (docs/pool.md).
+  /// @brief The pool's address ranges, handles, free ranges and blocks, as JSON (docs/pool.md).
   nlohmann::json snapshot() const;
 
  protected:
@@ -58,13 +78,46 @@ class pool_resource final : public memory_resource {
   std::string out_of_memory_message(std::size_t bytes, stream_id stream) const override;
 
  private:
-  void update_peaks();
+  struct pending_free {
+    device_ptr ptr;
+    std::size_t size;
+    stream_id stream;
+    std::vector<event_id> events;
+  };
+  detail::thread_cache* my_cache();
+  device_ptr allocate_locked(std::size_t rounded, stream_id stream);
+  void release_locked(device_ptr p, std::size_t rounded, stream_id stream, std::vector<stream_id> extra = {});
+  void note_stream_locked(stream_id stream);
+  void flush_caches_locked();
+  void process_pending_locked(bool wait);
+  event_id take_event_locked();
+  void sync_mirrors_locked();
+  [[noreturn]] void bad_free(device_ptr p, std::size_t bytes, detail::block_state found, std::size_t size) const;
 
   pool_options options_;
+  const std::uint64_t id_;  // tells this pool's thread caches from those of a pool since destroyed
   mutable std::mutex mutex_;
-  detail::arena arena_;  // zone 0: blocks up to small_max; zone 1: larger ones
-  std::unordered_map<device_ptr, std::size_t> live_;  // live block -> rounded size
-  pool_stats stats_;
+  detail::arena arena_;
+  detail::block_table table_;
+  std::vector<std::unique_ptr<detail::thread_cache>> caches_;  // every thread's cache (under mutex_)
+  static constexpr std::size_t max_caches = 1024;               // threads past this many use the slow path
+  std::array<std::atomic<detail::thread_cache*>, max_caches> cache_slots_{};  // caches_, readable without the lock
+  std::atomic<std::size_t> cache_count_{0};
+  std::vector<detail::thread_cache*> idle_caches_;             // of threads that exited
+  std::shared_ptr<int> alive_;                                  // threads hold weak_ptrs to it
+  std::set<stream_id> streams_;
+  bool multi_stream_ = false;
+  std::vector<pending_free> pending_;
+  std::size_t pending_bytes_ = 0;
+  std::vector<event_id> spare_events_;
+  std::unordered_map<device_ptr, std::vector<stream_id>> recorded_;  // record_stream() of live blocks
+  std::atomic<std::size_t> recorded_count_{0};
+  std::atomic<std::size_t> reserved_mirror_{0};
+  std::atomic<std::size_t> in_use_mirror_{0};  // arena bytes in blocks (live or cached in threads)
+  std::atomic<std::size_t> pending_mirror_{0};
+  pool_stats stats_;  // slow-path counters; hot-path ones live in the caches
+
+  friend struct pool_thread_state;
 };
 
 /// @brief The `vram` policy's factory for the registry.

@@ -4,6 +4,7 @@
 #include "vram/replay/replay.hpp"
 
 #include <chrono>
+#include <ctime>
 #include <unordered_map>
 
 #include "vram/core/error.hpp"
@@ -18,11 +19,27 @@ struct live_block {
   stream_id stream;
 };
 
+/// @brief CPU time of the calling thread, in seconds: steady under machine load, unlike wall time.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 device_call_stats difference(const device_call_stats& after, const device_call_stats& before) {
   device_call_stats d;
   for (std::size_t k = 0; k < device_call_kinds; ++k) {
     d.count[k] = after.count[k] - before.count[k];
     d.nanoseconds[k] = after.nanoseconds[k] - before.nanoseconds[k];
+  }
+  return d;
+}
+
+device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
+  device_call_stats d;
+  for (std::size_t k = 0; k < device_call_kinds; ++k) {
+    d.count[k] = a.count[k] + b.count[k];
+    d.nanoseconds[k] = a.nanoseconds[k] + b.nanoseconds[k];
   }
   return d;
 }
@@ -60,7 +77,12 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
   r.recorded_peak_reserved_bytes = recorded_peak_reserved(t);
 
   device& dev = resource.upstream_device();
-  const device_call_stats calls_before = dev.calls();
+  device_call_stats query_calls;
+  const std::size_t used_before = [&] {
+    const memory_info info = dev.mem_info();
+    return info.total - info.free;
+  }();
+  const device_call_stats calls_start = dev.calls();  // the query above is not the allocator's
 
   std::unordered_map<std::uint64_t, detail::live_block> live;
   live.reserve(4096);
@@ -69,6 +91,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
   const std::int64_t t0 = t.events.empty() ? 0 : t.events.front().time_us;
 
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = detail::thread_cpu_seconds();
   const std::size_t n = t.events.size();
   std::size_t i = 0;
   std::size_t reserved = resource.reserved_bytes();
@@ -138,20 +161,29 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
       const free_space fs = resource.free_memory();
       r.external_fragmentation =
           fs.total == 0 ? 0.0 : 1.0 - static_cast<double>(fs.largest) / static_cast<double>(fs.total);
+      // What the device itself reports in use (cuMemGetInfo), beyond what was in use before the replay; the
+      // query is not one of the allocator's calls, so its cost is taken out of the counts below.
+      const device_call_stats before_query = dev.calls();
+      const memory_info info = dev.mem_info();
+      query_calls = detail::sum(query_calls, detail::difference(dev.calls(), before_query));
+      const std::size_t used = info.total - info.free;
+      if (used > used_before) r.peak_device_used_bytes = std::max(r.peak_device_used_bytes, used - used_before);
     }
   }
   const auto stop = std::chrono::steady_clock::now();
+  const double cpu_stop = detail::thread_cpu_seconds();
 
   r.events = i;
   r.final_reserved_bytes = resource.reserved_bytes();
   r.reserved_over_live =
       r.peak_live_bytes == 0 ? 0.0 : static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(r.peak_live_bytes);
   r.mean_reserved_over_live = weighted_time > 0 ? weighted_ratio / weighted_time : r.reserved_over_live;
-  r.device_calls = detail::difference(dev.calls(), calls_before);
+  r.device_calls = detail::difference(detail::difference(dev.calls(), calls_start), query_calls);
   r.modelled_driver_seconds = static_cast<double>(r.device_calls.total_nanoseconds()) * 1e-9;
   r.replay_seconds = std::chrono::duration<double>(stop - start).count();
-  r.events_per_second = r.replay_seconds > 0 ? static_cast<double>(r.events) / r.replay_seconds : 0.0;
-  r.cpu_ns_per_event = r.events == 0 ? 0.0 : r.replay_seconds * 1e9 / static_cast<double>(r.events);
+  r.replay_cpu_seconds = cpu_stop - cpu_start;
+  r.events_per_second = r.replay_cpu_seconds > 0 ? static_cast<double>(r.events) / r.replay_cpu_seconds : 0.0;
+  r.cpu_ns_per_event = r.events == 0 ? 0.0 : r.replay_cpu_seconds * 1e9 / static_cast<double>(r.events);
   return r;
 }
 

@@ -46,8 +46,10 @@ struct replay_result {
   double trace_seconds = 0;
   device_call_stats device_calls;       // calls the allocator made during the replay
   double modelled_driver_seconds = 0;   // their time (modelled on the simulated device)
-  double replay_seconds = 0;            // host time of the replay
-  double events_per_second = 0;
+  double replay_seconds = 0;            // wall time of the replay
+  double replay_cpu_seconds = 0;        // CPU time of the replaying thread (steady under machine load)
+  double events_per_second = 0;         // events / CPU second
+  std::size_t peak_device_used_bytes = 0;  // device memory in use at the moments of peak reserved (see replay.cpp)
   double cpu_ns_per_event = 0;
 };
 

@@ -39,6 +39,8 @@ nlohmann::json to_json(const replay_result& r) {
       {"modelled_driver_seconds", r.modelled_driver_seconds},
       {"driver_share_of_trace", r.trace_seconds > 0 ? r.modelled_driver_seconds / r.trace_seconds : 0.0},
       {"replay_seconds", r.replay_seconds},
+      {"replay_cpu_seconds", r.replay_cpu_seconds},
+      {"peak_device_used_bytes", r.peak_device_used_bytes},
       {"events_per_second", r.events_per_second},
       {"cpu_ns_per_event", r.cpu_ns_per_event},
   };

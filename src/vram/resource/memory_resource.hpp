@@ -62,8 +62,10 @@ class memory_resource {
   /// @brief Checks the resource's invariants; throws invariant_error naming the one broken.
   virtual void validate() const {}
 
-  std::size_t reserved_bytes() const noexcept { return reserved_; }
-  std::size_t allocated_bytes() const noexcept { return allocated_; }
+  /// @brief Bytes held from the device.
+  virtual std::size_t reserved_bytes() const noexcept { return reserved_; }
+  /// @brief Rounded sizes of the live blocks.
+  virtual std::size_t allocated_bytes() const noexcept { return allocated_; }
   device& upstream_device() const noexcept { return *device_; }
 
  protected:
