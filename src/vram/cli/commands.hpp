@@ -13,5 +13,6 @@ void add_demo_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace vram::cli

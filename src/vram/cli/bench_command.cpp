@@ -1,0 +1,96 @@
+// `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--json]`: how fast
+// allocators allocate and free one cached block, from 1 and from several threads, side by side in one run
+// (src/vram/bench/bench_suite.hpp): on the simulated device vram's pool against glibc's malloc; on a GPU
+// cudaMalloc, cudaMallocAsync, vram's pool and the torch-native emulation. A table for people or --json;
+// a progress line on standard error when it is a terminal.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "vram/bench/bench_report.hpp"
+#include "vram/bench/bench_suite.hpp"
+#include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
+#include "vram/device/device_spec.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct bench_args {
+  std::string device = "auto";
+  std::string sizes;
+  std::string threads;
+  double seconds = 0.2;
+  std::uint64_t pairs = 0;
+  bool json = false;
+};
+
+/// @brief The command line as typed (from /proc/self/cmdline), or one rebuilt from the arguments.
+std::string command_line(const bench_args& a) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!raw.empty()) {
+    std::string out;
+    for (char c : raw) out += c == '\0' ? ' ' : c;
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  }
+  std::string out = "vram bench --device " + a.device;
+  if (!a.sizes.empty()) out += " --sizes " + a.sizes;
+  if (!a.threads.empty()) out += " --threads " + a.threads;
+  out += fmt::format(" --seconds {}", a.seconds);
+  if (a.pairs != 0) out += fmt::format(" --pairs {}", a.pairs);
+  if (a.json) out += " --json";
+  return out;
+}
+
+void run_bench_command(const bench_args& a) {
+  bench::bench_options o;
+  if (!a.sizes.empty()) o.sizes = bench::parse_size_list(a.sizes);
+  if (!a.threads.empty()) o.threads = bench::parse_thread_list(a.threads);
+  o.seconds = a.seconds;
+  o.pairs = a.pairs;
+  o.check();  // before opening a GPU
+
+  const device_choice choice = open_device(parse_device_spec(a.device));
+  if (!choice.note.empty()) std::cerr << choice.note << '\n';
+  const bench::bench_plan plan = bench::plan_for(*choice.dev, o);
+
+  progress_line progress;
+  bench::bench_result r = bench::run_bench(*choice.dev, plan, [&](std::size_t done, std::size_t total, const std::string& cell) {
+    progress.show(fmt::format("bench: cell {}/{}: {}", done + 1, total, cell));
+  });
+  progress.clear();
+  r.command = command_line(a);
+  if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
+
+  if (a.json) {
+    std::cout << bench::to_json(r).dump(2) << '\n';
+  } else {
+    std::cout << bench::format_table(r);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<bench_args>();
+  auto* cmd = app.add_subcommand("bench", "Measure allocate+free of one cached block per thread: vram against the "
+                                          "host's or the driver's allocators");
+  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--sizes", a->sizes,
+                  "Block sizes, comma-separated, e.g. 512,4K,64K,1M (default sim: 512 B to 64 MiB; GPU: to 1 GiB)");
+  cmd->add_option("--threads", a->threads, "Thread counts, comma-separated (default sim: 1,2; GPU: 1,4,16)");
+  cmd->add_option("--seconds", a->seconds, "Time per cell, after warm-up")->capture_default_str();
+  cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
+      ->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print a JSON object");
+  cmd->callback([a] { run_bench_command(*a); });
+}
+
+}  // namespace vram::cli
