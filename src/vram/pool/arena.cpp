@@ -212,16 +212,15 @@ device_ptr arena::grow(std::size_t size, std::size_t align, std::size_t zi) {
       use.push_back(idx);
       continue;
     }
-    // Refused: recycle every cold handle, then release the spares this growth cannot use, then retry.
-    if (!recovering) ++counters_.out_of_memory_recoveries;
-    recovering = true;
-    reclaim(SIZE_MAX);
-    cover_from_spares();
-    if (have >= need) break;
-    if (spare_.empty()) {
+    // Refused: recycle every cold handle, release the spares this growth cannot use, and retry once.
+    if (recovering) {
       give_back();
       return 0;
     }
+    recovering = true;
+    ++counters_.out_of_memory_recoveries;
+    reclaim(SIZE_MAX);
+    cover_from_spares();
     while (!spare_.empty()) {
       release_spare(spare_.begin()->second);
       spare_.erase(spare_.begin());

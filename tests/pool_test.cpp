@@ -1,0 +1,262 @@
+// vram's pool on a simulated device: placement, growth at the top, recycling of cold handles, zones,
+// thread caches, stream order, limits, trim and bad input, with the answers worked out by hand.
+#include <gtest/gtest.h>
+
+#include "vram/core/error.hpp"
+#include "vram/device/sim_device.hpp"
+#include "vram/pool/pool_resource.hpp"
+
+namespace vram {
+namespace {
+
+sim_device_options quiet(std::size_t capacity = std::size_t{1} << 30) {
+  sim_device_options o;
+  o.capacity = capacity;
+  o.costs = cost_model::zero();
+  return o;
+}
+
+pool_options plain(double ratio = 0.05) {
+  pool_options o;
+  o.thread_cache = false;  // every call goes through the arena, so each step is exact
+  o.max_cached_ratio = ratio;
+  return o;
+}
+
+std::uint64_t calls(const sim_device& d, device_call c) { return d.calls().calls(c); }
+
+TEST(Pool, GrowsAtTheTopAndGivesEachBlockItsOwnHandles) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  // 3 MiB: 4 MiB mapped as a 2 MiB handle for its whole granule and a 2 MiB handle for its partial one.
+  const device_ptr a = pool.allocate(3 * MiB);
+  EXPECT_EQ(pool.reserved_bytes(), 4 * MiB);
+  EXPECT_EQ(pool.allocated_bytes(), 3 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_map), 2u);
+  EXPECT_EQ(calls(dev, device_call::set_access), 2u);
+  // 1.5 MiB does not fit the 1 MiB left at the top: it extends it, mapping one more 2 MiB handle:
+  // the block sits at a + 3 MiB and ends at a + 4.5 MiB.
+  const device_ptr b = pool.allocate(3 * MiB / 2);
+  EXPECT_EQ(b, a + 3 * MiB);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
+  pool.validate();
+  // Freeing a leaves [a, a+3 MiB) and [a+4.5 MiB, a+6 MiB) free: 4.5 MiB, the largest 3 MiB.
+  pool.deallocate(a, 3 * MiB);
+  const free_space f = pool.free_memory();
+  EXPECT_EQ(f.total, 9 * MiB / 2);
+  EXPECT_EQ(f.largest, 3 * MiB);
+  pool.validate();
+}
+
+TEST(Pool, PastTheCacheBudgetGrowthRecyclesColdHandles) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain(0.0));
+  const device_ptr a = pool.allocate(3 * MiB);      // handles h0 [0,2) and h1 [2,4) MiB
+  const device_ptr b = pool.allocate(3 * MiB / 2);  // h2 [4,6); b = [3, 4.5)
+  pool.deallocate(a, 3 * MiB);                      // h0 turns cold; h1 still holds b
+  // 4 MiB fits no free range ([0,3) and [4.5,6)): it extends the 1.5 MiB at the top, so 2.5 MiB more is
+  // needed, 4 MiB mapped. Budget: (1 + 0) x (1.5 + 4) MiB = 5.5 MiB < 6 + 4 MiB, so the cold h0 is unmapped
+  // and mapped again at the top, and one new 2 MiB handle is made: reserved 8 MiB, not 10.
+  const device_ptr c = pool.allocate(4 * MiB);
+  EXPECT_EQ(c, b + 3 * MiB / 2);
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 4u);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(dev, device_call::mem_map), 5u);
+  // Free now: [2,3) MiB (what was h0 is unmapped) and [8.5,10) MiB.
+  const free_space f = pool.free_memory();
+  EXPECT_EQ(f.total, 5 * MiB / 2);
+  EXPECT_EQ(f.largest, 3 * MiB / 2);
+  const auto s = pool.stats();
+  EXPECT_EQ(s.arena.handles_unmapped, 1u);
+  EXPECT_EQ(s.arena.handles_mapped, 5u);
+  pool.validate();
+}
+
+TEST(Pool, WithinTheBudgetGrowthCreatesInsteadOfRecycling) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain(10.0));  // up to 11x in use may be cached
+  const device_ptr a = pool.allocate(3 * MiB);
+  pool.allocate(3 * MiB / 2);
+  pool.deallocate(a, 3 * MiB);
+  pool.allocate(4 * MiB);  // the same request as above: now two new handles, nothing unmapped
+  EXPECT_EQ(pool.reserved_bytes(), 10 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
+}
+
+TEST(Pool, SmallBlocksLiveInTheirOwnZone) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  const device_ptr small = pool.allocate(4 * KiB);
+  const device_ptr large = pool.allocate(2 * MiB);
+  // Zone 0 (up to 1 MiB) starts at the arena's base, zone 1 one zone span above it; a 1 GiB device with an
+  // address space of 2 x its size per zone puts them 2 GiB apart.
+  EXPECT_EQ(large - small, 2 * GiB);
+  EXPECT_EQ(small % (2 * MiB), 0u);
+  pool.deallocate(small, 4 * KiB);
+  pool.deallocate(large, 2 * MiB);
+  pool.validate();
+}
+
+TEST(Pool, RejectsBadFreesAndChangesNothing) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr a = pool.allocate(10000);
+  const auto before = pool.stats();
+  try {
+    pool.deallocate(a + 512, 10000);
+    FAIL() << "free of an unknown pointer was accepted";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a block this pool handed out"), std::string::npos) << e.what();
+  }
+  try {
+    pool.deallocate(a, 20000);
+    FAIL() << "free with the wrong size was accepted";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("allocated with size 10240"), std::string::npos) << e.what();
+  }
+  const auto after = pool.stats();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  pool.deallocate(a, 10000);  // still live: the right free works
+  try {
+    pool.deallocate(a, 10000);
+    FAIL() << "double free was accepted";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pool.allocate(0), 0u);
+  pool.deallocate(0, 0);
+  pool.validate();
+}
+
+TEST(Pool, AThreadCacheHandsTheSameBlockBackWithoutTheArena) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr a = pool.allocate(4 * KiB);
+  pool.deallocate(a, 4 * KiB);
+  EXPECT_EQ(pool.allocated_bytes(), 0u);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 4 * KiB);
+  EXPECT_EQ(pool.allocate(4 * KiB), a);
+  const auto s = pool.stats();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(s.requested_bytes, 4 * KiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 1u);
+  pool.validate();
+}
+
+TEST(Pool, ABlockFreedOnAStreamWithWorkInFlightWaitsForIt) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr a = pool.allocate(4 * KiB, 1);
+  const device_ptr b = pool.allocate(4 * KiB, 2);  // a second stream: stream 1 is synchronized once
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 1u);
+  dev.hold(1);
+  pool.deallocate(a, 4 * KiB, 1);
+  // Stream 2 may not have a while stream 1's work is in flight: not from the cache (a is stream 1's), and
+  // not after a flush either, since a then waits for an event recorded on stream 1.
+  const device_ptr c = pool.allocate(4 * KiB, 2);
+  EXPECT_NE(c, a);
+  pool.release_cached();  // flushes caches; a's event cannot complete while stream 1 is held... 
+  // ...so release_cached waits on it (synchronizing the event completes stream 1's work in the simulator).
+  EXPECT_EQ(calls(dev, device_call::event_synchronize), 1u);
+  const device_ptr d = pool.allocate(4 * KiB, 2);
+  EXPECT_EQ(d, a);  // back in the arena: the best fit is a's own 4 KiB hole
+  dev.release(1);
+  for (auto [p, s] : {std::pair{b, 2}, {c, 2}, {d, 2}}) pool.deallocate(p, 4 * KiB, static_cast<stream_id>(s));
+  pool.validate();
+}
+
+TEST(Pool, RecordStreamHoldsTheBlockForTheOtherStreamToo) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  const device_ptr a = pool.allocate(4 * KiB, 1);
+  pool.record_stream(a, 2);
+  dev.hold(2);
+  pool.deallocate(a, 4 * KiB, 1);
+  EXPECT_EQ(pool.stats().pending_bytes, 4 * KiB);
+  const device_ptr b = pool.allocate(4 * KiB, 1);  // stream 2 may still read a
+  EXPECT_NE(b, a);
+  dev.release(2);
+  const device_ptr c = pool.allocate(4 * KiB, 1);  // the event completed: a is free again
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(pool.stats().pending_bytes, 0u);
+  EXPECT_THROW(pool.record_stream(a + 512, 2), usage_error);
+  pool.validate();
+}
+
+TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  pool.set_limit(8 * MiB);
+  EXPECT_EQ(pool.limit(), 8 * MiB);
+  const device_ptr a = pool.allocate(6 * MiB);  // one 6 MiB handle
+  EXPECT_EQ(pool.try_allocate(4 * MiB), 0u);    // 6 + 4 > 8
+  try {
+    pool.allocate(4 * MiB);
+    FAIL() << "allocation past the limit succeeded";
+  } catch (const out_of_memory& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("allocating 4.00 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("limit 8.00 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("reserves 6.00 MiB"), std::string::npos) << m;
+  }
+  EXPECT_EQ(pool.stats().failed_allocations, 2u);
+  pool.deallocate(a, 6 * MiB);
+  // The freed 6 MiB handle is cold: a 4 MiB request now fits inside it, no new memory.
+  const device_ptr b = pool.allocate(4 * MiB);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  pool.deallocate(b, 4 * MiB);
+}
+
+TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
+  sim_device dev(quiet(16 * MiB));
+  pool_resource pool(dev, plain(100.0));  // never recycles for the budget's sake: only when the device refuses
+  const device_ptr a = pool.allocate(6 * MiB);  // one 6 MiB handle at [0, 6) MiB
+  const device_ptr b = pool.allocate(4 * MiB);  // one 4 MiB handle at [6, 10) MiB
+  EXPECT_EQ(pool.try_allocate(8 * MiB), 0u);    // 10 + 8 > 16, and nothing is free
+  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 1u);
+  pool.deallocate(a, 6 * MiB);
+  // 8 MiB fits not in a's cold 6 MiB, and b ends the mapped memory, so 8 MiB must be mapped at the top; the
+  // device has 6 MiB free and refuses an 8 MiB handle, so a's handle is unmapped and mapped again at the top
+  // beside a new 2 MiB one.
+  const device_ptr c = pool.allocate(8 * MiB);
+  EXPECT_EQ(c, b + 4 * MiB);
+  EXPECT_EQ(pool.reserved_bytes(), 12 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 2u);
+  pool.deallocate(b, 4 * MiB);
+  pool.deallocate(c, 8 * MiB);
+  pool.validate();
+}
+
+TEST(Pool, TrimGivesEverythingFreeBack) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr a = pool.allocate(5 * MiB);
+  const device_ptr b = pool.allocate(4 * KiB);
+  pool.deallocate(a, 5 * MiB);
+  pool.deallocate(b, 4 * KiB);
+  // 5 MiB: handles of 4 + 2 MiB; 4 KiB: one 2 MiB handle in the small zone.
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  EXPECT_EQ(pool.trim(), 8 * MiB);
+  EXPECT_EQ(pool.reserved_bytes(), 0u);
+  EXPECT_EQ(dev.used_bytes(), 0u);
+  pool.validate();
+}
+
+TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
+  EXPECT_EQ(pool_options{}.with({{"max_cached_ratio", "0.25"}}).max_cached_ratio, 0.25);
+  EXPECT_EQ(pool_options{}.with({{"max_handle", "32MiB"}}).max_handle_bytes, 32 * MiB);
+  EXPECT_FALSE(pool_options{}.with({{"thread_cache", "0"}}).thread_cache);
+  EXPECT_THROW(pool_options{}.with({{"max_cached", "1"}}), usage_error);
+  EXPECT_THROW(pool_options{}.with({{"max_cached_ratio", "-1"}}), usage_error);
+}
+
+}  // namespace
+}  // namespace vram
