@@ -9,7 +9,8 @@
 namespace vram {
 namespace {
 
-sim_device_options quiet(std::size_t capacity = std::size_t{1} << 30) {
+// 64 GiB: handles may reach their 64 MiB maximum (a handle is also kept to 1/1024 of the device).
+sim_device_options quiet(std::size_t capacity = std::size_t{64} << 30) {
   sim_device_options o;
   o.capacity = capacity;
   o.costs = cost_model::zero();
@@ -92,9 +93,9 @@ TEST(Pool, SmallBlocksLiveInTheirOwnZone) {
   pool_resource pool(dev, plain());
   const device_ptr small = pool.allocate(4 * KiB);
   const device_ptr large = pool.allocate(2 * MiB);
-  // Zone 0 (up to 1 MiB) starts at the arena's base, zone 1 one zone span above it; a 1 GiB device with an
-  // address space of 2 x its size per zone puts them 2 GiB apart.
-  EXPECT_EQ(large - small, 2 * GiB);
+  // Zone 0 (up to 1 MiB) starts at the arena's base, zone 1 one zone span above it; a 64 GiB device with an
+  // address space of 8 x its size per zone puts them 512 GiB apart.
+  EXPECT_EQ(large - small, 512 * GiB);
   EXPECT_EQ(small % (2 * MiB), 0u);
   pool.deallocate(small, 4 * KiB);
   pool.deallocate(large, 2 * MiB);
@@ -215,20 +216,22 @@ TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
 }
 
 TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
+  // On a 16 MiB device every handle is one 2 MiB granule (1/1024 of the device rounds up to it).
   sim_device dev(quiet(16 * MiB));
   pool_resource pool(dev, plain(100.0));  // never recycles for the budget's sake: only when the device refuses
-  const device_ptr a = pool.allocate(6 * MiB);  // one 6 MiB handle at [0, 6) MiB
-  const device_ptr b = pool.allocate(4 * MiB);  // one 4 MiB handle at [6, 10) MiB
+  const device_ptr a = pool.allocate(6 * MiB);  // 3 handles at [0, 6) MiB
+  const device_ptr b = pool.allocate(4 * MiB);  // 2 handles at [6, 10) MiB
   EXPECT_EQ(pool.try_allocate(8 * MiB), 0u);    // 10 + 8 > 16, and nothing is free
   EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 1u);
   pool.deallocate(a, 6 * MiB);
-  // 8 MiB fits not in a's cold 6 MiB, and b ends the mapped memory, so 8 MiB must be mapped at the top; the
-  // device has 6 MiB free and refuses an 8 MiB handle, so a's handle is unmapped and mapped again at the top
-  // beside a new 2 MiB one.
+  // 8 MiB fits not in a's cold 6 MiB, and b ends the mapped memory, so 8 MiB is mapped at the top: three new
+  // handles fill the device, the fourth is refused, so a's 3 cold handles are unmapped, one is mapped at the
+  // top and the other two are released. Reserved: 10 + 6 - 4 = 12 MiB.
   const device_ptr c = pool.allocate(8 * MiB);
   EXPECT_EQ(c, b + 4 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 12 * MiB);
-  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 3u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 2u);
   EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 2u);
   pool.deallocate(b, 4 * MiB);
   pool.deallocate(c, 8 * MiB);

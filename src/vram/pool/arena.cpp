@@ -14,6 +14,7 @@ namespace vram::detail {
 arena::arena(device& dev, arena_options options)
     : device_(&dev), options_(options), granularity_(dev.granularity()) {
   const std::size_t total = dev.mem_info().total;
+  device_total_ = total;
   const std::size_t zones = std::max<std::size_t>(options_.zones, 1);
   zone_span_ = round_up(std::max(total, granularity_) * std::max<std::size_t>(options_.address_space_factor, 1),
                         granularity_);
@@ -30,6 +31,16 @@ arena::~arena() {
     device_->mem_release(h.h);
   }
   device_->address_free(base_, span());
+}
+
+std::size_t arena::handle_cap() const noexcept {
+  // Large handles cost fewer driver calls; small ones can be recycled more finely. A handle is at most
+  // max_handle_bytes, at most 1/1024 of the device, and at most 1/16 of what the device (as far as this
+  // arena knows) has left: on a roomy device handles are large, and as the device fills they shrink to
+  // the granule, so memory can be moved where it is wanted.
+  const std::size_t left = device_total_ > reserved_ ? device_total_ - reserved_ : 0;
+  const std::size_t cap = std::min({options_.max_handle_bytes, device_total_ / 1024, left / 16});
+  return std::max(cap / granularity_ * granularity_, granularity_);
 }
 
 std::size_t arena::cold() const noexcept {
@@ -203,9 +214,7 @@ device_ptr arena::grow(std::size_t size, std::size_t align, std::size_t zi) {
   while (have < need) {
     std::size_t want = need - have;
     if (have == 0 && whole > 0 && whole < need) want = whole;
-    std::size_t cap = options_.max_handle_bytes;
-    if (zi < options_.zone_max_handle.size() && options_.zone_max_handle[zi] != 0) cap = options_.zone_max_handle[zi];
-    want = std::min(want, std::max(cap, granularity_));
+    want = std::min(want, handle_cap());
     const auto idx = create_handle(want);
     if (idx != no_handle) {
       have += handles_[idx].bytes;
@@ -236,9 +245,12 @@ device_ptr arena::grow(std::size_t size, std::size_t align, std::size_t zi) {
     va = z.unmapped.take_best_fit(have, granularity_);
   }
   if (!va || have < size - tail) {
+    // No address range left that holds the mapping (the zone's range is many times the device, so this takes
+    // a long run of blocks drifting upward): fail this request, keeping the handles as spares.
     if (va) z.unmapped.insert(*va, have);
     give_back();
-    throw out_of_memory(fmt::format("vram arena: address space of zone {} ({} bytes) exhausted", zi, zone_span_));
+    ++counters_.address_space_exhausted;
+    return 0;
   }
   device_ptr at = *va;
   for (auto s : use) {

@@ -35,16 +35,15 @@ struct arena_options {
   /// Cached (mapped but unused) memory allowed before growth recycles cold handles instead of creating new
   /// ones, as a fraction of the bytes in use. 0 recycles always (least memory, most driver calls).
   double max_cached_ratio = 0.05;
-  /// Largest handle created at once; a block larger than this is backed by several.
+  /// Largest handle created at once; a block larger than this is backed by several. Handles are also kept
+  /// to 1/1024 of the device and 1/16 of what it has left (arena.cpp, handle_cap).
   std::size_t max_handle_bytes = std::size_t{64} << 20;
   /// Address space to reserve for each zone, in multiples of the device's total memory.
-  std::size_t address_space_factor = 2;
+  std::size_t address_space_factor = 8;
   /// Most bytes the arena may hold from the device; 0 for no limit.
   std::size_t limit = 0;
   /// Number of zones (each its own address range and free lists; physical memory is shared).
   std::size_t zones = 1;
-  /// Largest handle per zone (0: max_handle_bytes); zones past the list's end use max_handle_bytes.
-  std::vector<std::size_t> zone_max_handle;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.
@@ -55,6 +54,7 @@ struct arena_counters {
   std::uint64_t handles_unmapped = 0;
   std::uint64_t growths = 0;
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
+  std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
 };
 
 class arena {
@@ -131,10 +131,12 @@ class arena {
   void release_spare(std::uint32_t idx);
   std::uint32_t new_slot();
   std::uint32_t create_handle(std::size_t bytes);  // no_handle when the device (or the limit) refuses
+  std::size_t handle_cap() const noexcept;
 
   device* device_;
   arena_options options_;
   std::size_t granularity_;
+  std::size_t device_total_ = 0;
   device_ptr base_ = 0;
   std::size_t zone_span_ = 0;
   std::vector<zone> zones_;

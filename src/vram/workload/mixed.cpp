@@ -1,5 +1,6 @@
 // Mixed sizes freed out of order: sizes log-uniform from 512 B to 64 MiB, each block living a random number
-// of later operations, so holes of every size open and close across the address space.
+// of later operations, so holes of every size open and close across the address space. Operations are
+// 1 ms apart, the pace of a program that launches a kernel or two between allocations.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -29,15 +30,15 @@ trace make_mixed_workload(const workload_options& options) {
       std::pop_heap(heap.begin(), heap.end(), later);
       b.free(t, heap.back().addr, heap.back().size);
       heap.pop_back();
-      t += 10;
+      t += 1000;
     }
     const auto size = static_cast<std::uint64_t>(std::exp2(log_size(rng)));
     heap.push_back({op + lifetime(rng), b.alloc(t, size), size});
     std::push_heap(heap.begin(), heap.end(), later);
-    t += 10;
+    t += 1000;
   }
   std::sort(heap.begin(), heap.end(), [](const pending& x, const pending& y) { return x.due < y.due; });
-  for (const auto& p : heap) b.free(t += 10, p.addr, p.size);
+  for (const auto& p : heap) b.free(t += 1000, p.addr, p.size);
   return b.take();
 }
 
