@@ -224,6 +224,7 @@ TEST(BenchMeasure, CountsExactlyWithACount) {
   EXPECT_NO_THROW(r.validate());
   EXPECT_GT(r.ns_per_pair(), 0.0);
   EXPECT_GT(r.pairs_per_second(), 0.0);
+  for (const auto& f : r.threads) EXPECT_GE(f.cpu_seconds, 0.0);
 }
 
 TEST(BenchMeasure, FiguresFromThreadCounts) {
@@ -234,6 +235,11 @@ TEST(BenchMeasure, FiguresFromThreadCounts) {
   EXPECT_EQ(r.pairs(), 400u);
   EXPECT_DOUBLE_EQ(r.ns_per_pair(), 7.5e6);
   EXPECT_DOUBLE_EQ(r.pairs_per_second(), 250.0);
+  // CPU 0.5 s and 1.5 s: cpu ns/pair = 2 s / 400 = 5e6 ns; cpu share = 2 s / 3 s.
+  r.threads[0].cpu_seconds = 0.5;
+  r.threads[1].cpu_seconds = 1.5;
+  EXPECT_DOUBLE_EQ(r.cpu_ns_per_pair(), 5e6);
+  EXPECT_DOUBLE_EQ(r.cpu_share(), 2.0 / 3.0);
   r.threads[1].pairs = 0;
   EXPECT_THROW(r.validate(), invariant_error);
   r.threads[1] = {5, 0.0};
@@ -325,6 +331,7 @@ TEST(BenchRun, AFailedCellGivesAnErrorRowAndTheRunGoesOn) {
     EXPECT_TRUE(std::isnan(row.pairs_per_second));
     EXPECT_TRUE(std::isnan(row.ratio));
     EXPECT_TRUE(std::isnan(row.scaling));
+    EXPECT_TRUE(std::isnan(row.cpu_ns_per_pair));
     ++failed;
   }
   EXPECT_EQ(failed, 4u);
@@ -413,7 +420,7 @@ TEST(BenchReport, JsonKeysAndTable) {
   EXPECT_EQ(j["pairs_per_thread"], 10);
   ASSERT_EQ(j["rows"].size(), 8u);
   for (const char* key : {"allocator", "size", "threads", "pairs", "seconds", "ns_per_pair", "pairs_per_second",
-                          "ratio", "ratio_to", "scaling"}) {
+                          "cpu_ns_per_pair", "cpu_share", "ratio", "ratio_to", "scaling"}) {
     EXPECT_TRUE(j["rows"][0].contains(key)) << key;
   }
   EXPECT_EQ(j["rows"][3]["allocator"], "other");
@@ -430,8 +437,8 @@ TEST(BenchReport, JsonKeysAndTable) {
   // Header plus 8 rows; the time-and-count line and the others.
   std::size_t lines = 0;
   for (char c : table) lines += c == '\n';
-  // 3 heading lines, 1 blank, 1 header, 8 rows, 1 blank and 1 note (the simulated device's).
-  EXPECT_EQ(lines, 15u);
+  // 4 heading lines, 1 blank, 1 header, 8 rows, 1 blank and 1 note (the simulated device's).
+  EXPECT_EQ(lines, 16u);
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ nlohmann::json to_json(const bench_result& r) {
                         {"seconds", row.seconds},
                         {"ns_per_pair", number(row.ns_per_pair)},
                         {"pairs_per_second", number(row.pairs_per_second)},
+                        {"cpu_ns_per_pair", number(row.cpu_ns_per_pair)},
+                        {"cpu_share", number(row.cpu_share)},
                         {"ratio", number(row.ratio)},
                         {"ratio_to", r.baseline},
                         {"scaling", number(row.scaling)}};
@@ -65,10 +67,12 @@ std::string format_table(const bench_result& r) {
   std::string out = fmt::format("vram bench on {}, {}\n", r.device, r.date);
   out += fmt::format("each thread allocates and frees one block, over and over, for {} s per cell{}; threads start together\n",
                      r.seconds, r.pairs == 0 ? "" : fmt::format(" or {} pairs", r.pairs));
-  out += fmt::format("ns/pair: per thread; pairs/s: all threads; ratio: pairs/s over {}'s in the same cell; "
-                     "scaling: pairs/s over 1 thread's\n\n", r.baseline);
-  const std::string header = fmt::format("{:>8}  {:>7}  {:<16}  {:>10}  {:>9}  {:>8}  {:>7}\n", "size", "threads",
-                                         "allocator", "ns/pair", "pairs/s", "ratio", "scaling");
+  out += fmt::format("ns/pair: per thread, wall clock; pairs/s: all threads; ratio: pairs/s over {}'s in the same "
+                     "cell; scaling: pairs/s over 1 thread's;\ncpu ns/pair: per thread, CPU time; cpu: the share of "
+                     "the time the threads were on a CPU\n\n", r.baseline);
+  const std::string header = fmt::format("{:>8}  {:>7}  {:<16}  {:>10}  {:>9}  {:>8}  {:>7}  {:>11}  {:>4}\n", "size",
+                                         "threads", "allocator", "ns/pair", "pairs/s", "ratio", "scaling",
+                                         "cpu ns/pair", "cpu");
   out += header;
   std::size_t last_bytes = 0;
   unsigned last_threads = 0;
@@ -81,8 +85,11 @@ std::string format_table(const bench_result& r) {
     last_threads = row.threads;
     auto ratio = [](double v) { return std::isfinite(v) ? fmt::format("{:.2f}x", v) : std::string("-"); };
     const std::string ns = std::isfinite(row.ns_per_pair) ? fmt::format("{:.1f}", row.ns_per_pair) : "failed";
-    out += fmt::format("{:>8}  {:>7}  {:<16}  {:>10}  {:>9}  {:>8}  {:>7}\n", size_label(row.bytes), row.threads,
-                       row.allocator, ns, rate_label(row.pairs_per_second), ratio(row.ratio), ratio(row.scaling));
+    const std::string cpu_ns = std::isfinite(row.cpu_ns_per_pair) ? fmt::format("{:.1f}", row.cpu_ns_per_pair) : "-";
+    const std::string share = std::isfinite(row.cpu_share) ? fmt::format("{:.0f}%", 100 * row.cpu_share) : "-";
+    out += fmt::format("{:>8}  {:>7}  {:<16}  {:>10}  {:>9}  {:>8}  {:>7}  {:>11}  {:>4}\n", size_label(row.bytes),
+                       row.threads, row.allocator, ns, rate_label(row.pairs_per_second), ratio(row.ratio),
+                       ratio(row.scaling), cpu_ns, share);
     if (!row.error.empty()) {
       errors.push_back(fmt::format("{} {} x {}: {}", row.allocator, size_label(row.bytes), row.threads, row.error));
     }

@@ -4,8 +4,8 @@
 //
 // JSON: {"device", "simulated", "date", "command", "baseline", "seconds_per_cell", "pairs_per_thread"
 // (null: time alone), "sizes", "threads", "allocators", "notes", "rows": [{"allocator", "size" (bytes),
-// "threads", "pairs", "seconds", "ns_per_pair", "pairs_per_second", "ratio" (pairs/s over the baseline's in
-// the same cell; the baseline's own is 1), "ratio_to" (the baseline's name), "scaling" (pairs/s over this
+// "threads", "pairs", "seconds", "ns_per_pair", "pairs_per_second", "cpu_ns_per_pair", "cpu_share" (thread
+// CPU time over thread time), "ratio" (pairs/s over the baseline's in the same cell; the baseline's own is 1), "ratio_to" (the baseline's name), "scaling" (pairs/s over this
 // allocator's at 1 thread), "error" (only in a failed row)}]}. A figure that cannot be had is null.
 
 #include <string>

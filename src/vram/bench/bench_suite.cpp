@@ -32,6 +32,9 @@ namespace {
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
+// A glibc thread on the CPU less than this share of its time, at several threads, means a busy machine.
+constexpr double busy_share = 0.9;
+
 /// @brief Splits "a,b,c" into its items; @throws usage_error for an empty list or item.
 std::vector<std::string_view> split_list(std::string_view list, std::string_view what) {
   if (list.empty()) throw usage_error(fmt::format("empty list of {}", what));
@@ -250,12 +253,14 @@ bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& p
           for (const auto& f : c.threads) row.seconds = std::max(row.seconds, f.seconds);
           row.ns_per_pair = c.ns_per_pair();
           row.pairs_per_second = c.pairs_per_second();
+          row.cpu_ns_per_pair = c.cpu_ns_per_pair();
+          row.cpu_share = c.cpu_share();
           detail::keep(c.folded);
         } catch (const usage_error&) {
           throw;
         } catch (const error& e) {
           row.error = e.what();
-          row.ns_per_pair = row.pairs_per_second = nan;
+          row.ns_per_pair = row.pairs_per_second = row.cpu_ns_per_pair = row.cpu_share = nan;
         }
         r.rows.push_back(std::move(row));
         ++done;
@@ -263,6 +268,17 @@ bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& p
     }
   }
   derive_ratios(r);
+  // glibc's small blocks come from a per-thread cache that never waits: its threads off the CPU means other
+  // work had the cores.
+  const auto busy = std::find_if(r.rows.begin(), r.rows.end(), [&](const bench_row& row) {
+    return row.allocator == "glibc" && row.bytes <= KiB && row.threads > 1 && row.cpu_share < busy_share;
+  });
+  if (busy != r.rows.end()) {
+    r.notes.push_back(fmt::format(
+        "glibc's {} threads at {} were on a CPU {:.0f}% of the time: other work had the cores, so pairs/s and "
+        "scaling at several threads understate what the allocators do on idle cores (cpu ns/pair does not)",
+        busy->threads, size_label(busy->bytes), 100 * busy->cpu_share));
+  }
   return r;
 }
 

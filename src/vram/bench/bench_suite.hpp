@@ -83,6 +83,8 @@ struct bench_row {
   double seconds = 0;             // the longest thread's timed part
   double ns_per_pair = 0;         // per thread: summed thread time / summed pairs
   double pairs_per_second = 0;    // all threads together
+  double cpu_ns_per_pair = 0;     // per thread, in CPU time: summed thread CPU time / summed pairs
+  double cpu_share = 0;           // summed thread CPU time / summed thread time (1: never off the CPU)
   double ratio = 0;               // pairs_per_second / the baseline's in the same size and threads
   double scaling = 0;             // pairs_per_second / this allocator's at 1 thread, same size
   std::string error;              // why the cell failed; empty when it ran

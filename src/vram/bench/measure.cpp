@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include <time.h>
+
 #include <fmt/format.h>
 
 #include "vram/core/error.hpp"
@@ -28,6 +30,13 @@ constexpr auto batch_target = std::chrono::microseconds(20);
 
 double seconds_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+/// @brief The calling thread's CPU time in seconds.
+double thread_cpu_seconds() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -51,6 +60,22 @@ double cell_result::pairs_per_second() const noexcept {
     if (t.seconds > 0) rate += static_cast<double>(t.pairs) / t.seconds;
   }
   return rate;
+}
+
+double cell_result::cpu_ns_per_pair() const noexcept {
+  double s = 0;
+  for (const auto& t : threads) s += t.cpu_seconds;
+  const std::uint64_t n = pairs();
+  return n == 0 ? 0.0 : s * 1e9 / static_cast<double>(n);
+}
+
+double cell_result::cpu_share() const noexcept {
+  double cpu = 0, wall = 0;
+  for (const auto& t : threads) {
+    cpu += t.cpu_seconds;
+    wall += t.seconds;
+  }
+  return wall > 0 ? cpu / wall : 0.0;
 }
 
 void cell_result::validate() const {
@@ -99,6 +124,7 @@ cell_result measure_cell(bench_target& target, const cell_options& o) {
     if (!worker) return;
     try {
       thread_figures& f = result.threads[index];
+      const double cpu_start = thread_cpu_seconds();
       std::uint64_t batch = 1;
       auto now = clock_type::now();
       while (now < deadline && (o.max_pairs == 0 || f.pairs < o.max_pairs)) {
@@ -110,6 +136,7 @@ cell_result measure_cell(bench_target& target, const cell_options& o) {
         now = after;
       }
       f.seconds = seconds_between(start, now);
+      f.cpu_seconds = thread_cpu_seconds() - cpu_start;
     } catch (...) {
       fail(std::current_exception());
     }

@@ -9,10 +9,13 @@
 //     every thread's deadline;
 //  3. each thread runs batches of pairs until the deadline (or its count), reading the clock between
 //     batches only; a batch doubles while it takes under 20 us, so the clock costs < 1% of the time;
-//  4. each thread's time is its last clock read minus the common start.
+//  4. each thread's time is its last clock read minus the common start; its CPU time (the thread's own
+//     CPU clock, read after the barrier and at the end) is kept beside it.
 // Figures: ns_per_pair is the threads' time summed over the pairs summed (the mean cost of one pair to the
 // thread that makes it); pairs_per_second is the sum over threads of pairs / time (the throughput of all).
-// steady_clock throughout.
+// steady_clock throughout. cpu_share is CPU time over wall time: 1 when every thread ran all the time; below
+// 1 when the threads waited (a lock, the driver) or other work had the cores, which a busy machine shows
+// as low shares for allocators that never wait (glibc's malloc).
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +38,7 @@ struct cell_options {
 struct thread_figures {
   std::uint64_t pairs = 0;
   double seconds = 0;
+  double cpu_seconds = 0;
 };
 
 struct cell_result {
@@ -46,6 +50,10 @@ struct cell_result {
   double ns_per_pair() const noexcept;
   /// @brief Sum over threads of pairs / seconds; 0 when no time was measured.
   double pairs_per_second() const noexcept;
+  /// @brief Summed thread CPU time over summed pairs, in ns; 0 when no pair ran.
+  double cpu_ns_per_pair() const noexcept;
+  /// @brief Summed thread CPU time over summed thread time; 0 when no time was measured.
+  double cpu_share() const noexcept;
   /// @brief Checks that every thread ran at least one pair in a positive time; throws invariant_error.
   void validate() const;
 };
