@@ -1,8 +1,10 @@
-// `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--json]`: how fast
+// `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--json]
+// [--json-file PATH]`: how fast
 // allocators allocate and free one cached block, from 1 and from several threads, side by side in one run
 // (src/vram/bench/bench_suite.hpp): on the simulated device vram's pool against glibc's malloc; on a GPU
 // cudaMalloc, cudaMallocAsync, vram's pool and the torch-native emulation. A table for people or --json;
-// a progress line on standard error when it is a terminal.
+// a progress line on standard error when it is a terminal. --json-file also writes the JSON object to a file,
+// so one run gives both.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "vram/bench/bench_suite.hpp"
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
+#include "vram/core/error.hpp"
 #include "vram/device/device_spec.hpp"
 
 namespace vram::cli {
@@ -28,6 +31,7 @@ struct bench_args {
   double seconds = 0.2;
   std::uint64_t pairs = 0;
   bool json = false;
+  std::string json_file;
 };
 
 /// @brief The command line as typed (from /proc/self/cmdline), or one rebuilt from the arguments.
@@ -46,6 +50,7 @@ std::string command_line(const bench_args& a) {
   out += fmt::format(" --seconds {}", a.seconds);
   if (a.pairs != 0) out += fmt::format(" --pairs {}", a.pairs);
   if (a.json) out += " --json";
+  if (!a.json_file.empty()) out += " --json-file " + a.json_file;
   return out;
 }
 
@@ -56,6 +61,11 @@ void run_bench_command(const bench_args& a) {
   o.seconds = a.seconds;
   o.pairs = a.pairs;
   o.check();  // before opening a GPU
+  std::ofstream json_out;
+  if (!a.json_file.empty()) {
+    json_out.open(a.json_file);  // before the run, so a bad path costs no run
+    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
+  }
 
   const device_choice choice = open_device(parse_device_spec(a.device));
   if (!choice.note.empty()) std::cerr << choice.note << '\n';
@@ -69,6 +79,11 @@ void run_bench_command(const bench_args& a) {
   r.command = command_line(a);
   if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
 
+  if (json_out.is_open()) {
+    json_out << bench::to_json(r).dump(2) << '\n';
+    json_out.close();
+    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
+  }
   if (a.json) {
     std::cout << bench::to_json(r).dump(2) << '\n';
   } else {
@@ -90,6 +105,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON object");
+  cmd->add_option("--json-file", a->json_file, "Also write the JSON object to this file");
   cmd->callback([a] { run_bench_command(*a); });
 }
 
