@@ -13,6 +13,7 @@ void add_demo_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
+void add_soak_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
 }  // namespace vram::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   vram::cli::add_check_command(app);
   vram::cli::add_info_command(app);
   vram::cli::add_probe_command(app);
+  vram::cli::add_soak_command(app);
   vram::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
