@@ -126,6 +126,7 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   const device_ptr p = allocate_locked(rounded, stream);
   if (p == 0) {
     ++stats_.failed_allocations;
+    sync_mirrors_locked();  // a failed growth may still have recycled or released handles
     return 0;
   }
   table_.insert_live(p, rounded);
