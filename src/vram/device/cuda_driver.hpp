@@ -36,10 +36,11 @@ namespace vram::detail {
 // The functions vram uses: member, driver symbol, the CUDA version of the ABI requested, the parameters
 // (all return CUresult). The version is the one in which the signature written here was introduced
 // (cudaTypedefs.h names each signature PFN_<symbol>_v<version>); all are at most 11.2, so any driver that
-// has cuGetProcAddress_v2 (CUDA 12.0 and later) serves them. cuMemsetD8 and cuMemcpyDtoH serve the tests
-// alone, to check that mapped memory is really there and writable. The streams and the stream-ordered
-// allocator (cuMemAllocAsync and the memory pool calls) serve `vram bench` alone, which measures
-// cudaMallocAsync beside vram's pool.
+// has cuGetProcAddress_v2 (CUDA 12.0 and later) serves them. The memsets, copies, module and launch calls
+// serve the tests alone: they write and check a pattern in every block an allocator hands out, with small
+// kernels loaded from PTX text at run time (tests/support/gpu_pattern.hpp), so no CUDA compiler is needed
+// to build. The streams and the stream-ordered allocator (cuMemAllocAsync and the memory pool calls) serve
+// `vram bench` alone, which measures cudaMallocAsync beside vram's pool.
 #define VRAM_CUDA_DRIVER_FUNCTIONS(X)                                                                           \
   X(init, "cuInit", 2000, unsigned int)                                                                         \
   X(driver_get_version, "cuDriverGetVersion", 2020, int*)                                                       \
@@ -83,6 +84,15 @@ namespace vram::detail {
   X(mem_free_async, "cuMemFreeAsync", 11020, CUdeviceptr, CUstream)                                             \
   X(memset_d8, "cuMemsetD8", 3020, CUdeviceptr, unsigned char, size_t)                                         \
   X(memcpy_dtoh, "cuMemcpyDtoH", 3020, void*, CUdeviceptr, size_t)                                              \
+  X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", 3020, void*, CUdeviceptr, size_t, CUstream)                         \
+  X(memset_d32, "cuMemsetD32", 3020, CUdeviceptr, unsigned int, size_t)                                         \
+  X(memset_d32_async, "cuMemsetD32Async", 3020, CUdeviceptr, unsigned int, size_t, CUstream)                    \
+  X(module_load_data_ex, "cuModuleLoadDataEx", 2010, CUmodule*, const void*, unsigned int, CUjit_option*,       \
+    void**)                                                                                                     \
+  X(module_unload, "cuModuleUnload", 2000, CUmodule)                                                            \
+  X(module_get_function, "cuModuleGetFunction", 2000, CUfunction*, CUmodule, const char*)                       \
+  X(launch_kernel, "cuLaunchKernel", 4000, CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,  \
+    unsigned int, unsigned int, unsigned int, CUstream, void**, void**)                                         \
   X(get_error_name, "cuGetErrorName", 6000, CUresult, const char**)                                             \
   X(get_error_string, "cuGetErrorString", 6000, CUresult, const char**)
 
