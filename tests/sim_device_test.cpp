@@ -517,3 +517,30 @@ TEST(sim_device, rejects_bad_options) {
 
 }  // namespace
 }  // namespace vram
+
+namespace vram {
+namespace {
+
+// Several simulated devices never hand out the same address, as no two GPUs of a process do: device N's
+// addresses lie in [N << 48, (N + 1) << 48).
+TEST(SimDeviceIndex, EachSimulatedDeviceHasItsOwnAddresses) {
+  sim_device_options o0, o1;
+  o0.costs = o1.costs = cost_model::zero();
+  o1.index = 1;
+  sim_device d0(o0), d1(o1);
+  const device_ptr a = d0.legacy_malloc(4096), b = d1.legacy_malloc(4096);
+  EXPECT_EQ(a >> 48, 0u);
+  EXPECT_EQ(b >> 48, 1u);
+  EXPECT_EQ(b - a, device_ptr{1} << 48);  // the same place in each window
+  const device_ptr va = d1.address_reserve(2 * MiB);
+  EXPECT_EQ(va >> 48, 1u);
+  EXPECT_THROW(d0.legacy_free(b), device_error);  // device 0 never handed out b
+  d0.legacy_free(a);
+  d1.legacy_free(b);
+  d1.address_free(va, 2 * MiB);
+  d0.validate();
+  d1.validate();
+}
+
+}  // namespace
+}  // namespace vram

@@ -102,6 +102,7 @@ pool_table::entry& pool_table::make(int index) {
   if (simulated_) {
     sim_device_options o = sim_options(spec_);
     o.label = fmt::format("{} #{}", o.label, index);
+    o.index = index;  // each simulated device its own addresses, as each GPU has
     e->dev = std::make_unique<sim_device>(o);
   } else {
 #if VRAM_HAVE_CUDA_H

@@ -162,8 +162,9 @@ std::string size_words(std::size_t bytes) {
 
 struct sim_device::impl {
   explicit impl(const sim_device_options& o)
-      : legacy_space(detail::legacy_lo, detail::vmm_lo, &pool),
-        vmm_space(detail::vmm_lo, detail::vmm_hi, &pool),
+      : offset(static_cast<device_ptr>(o.index) << 48),
+        legacy_space(offset + detail::legacy_lo, offset + detail::vmm_lo, &pool),
+        vmm_space(offset + detail::vmm_lo, offset + detail::vmm_hi, &pool),
         legacy(&pool),
         reservations(&pool),
         mappings(&pool),
@@ -174,6 +175,7 @@ struct sim_device::impl {
         capacity(o.capacity),
         granularity(o.granularity) {}
 
+  device_ptr offset;                            // this device's window of addresses (index << 48)
   std::pmr::unsynchronized_pool_resource pool;  // first: the containers below draw on it
   detail::address_ranges legacy_space;
   detail::address_ranges vmm_space;
@@ -433,7 +435,7 @@ void sim_device::impl::validate() const {
       }
     }
   }
-  if (detail::check_ranges(legacy_space, "legacy", detail::legacy_lo, detail::vmm_lo) + legacy_bytes !=
+  if (detail::check_ranges(legacy_space, "legacy", offset + detail::legacy_lo, offset + detail::vmm_lo) + legacy_bytes !=
       detail::vmm_lo - detail::legacy_lo) {
     broken("legacy address space: free ranges + blocks != the region");
   }
@@ -445,7 +447,7 @@ void sim_device::impl::validate() const {
     end = va + r.bytes;
     reserved += r.bytes;
   }
-  if (detail::check_ranges(vmm_space, "virtual", detail::vmm_lo, detail::vmm_hi) + reserved !=
+  if (detail::check_ranges(vmm_space, "virtual", offset + detail::vmm_lo, offset + detail::vmm_hi) + reserved !=
       detail::vmm_hi - detail::vmm_lo) {
     broken("virtual address space: free ranges + reservations != the region");
   }

@@ -27,6 +27,9 @@ struct sim_device_options {
   std::size_t granularity = 2 * MiB;
   cost_model costs = cost_model::h200();
   std::string label = "simulated H200";
+  /// Which device this is when several are simulated: each gets its own 2^48-byte window of addresses, so
+  /// no two simulated devices hand out the same address (as no two GPUs of a process do).
+  int index = 0;
 };
 
 class sim_device final : public device {
