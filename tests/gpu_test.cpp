@@ -1,0 +1,606 @@
+// The allocators on a real GPU, CUDA device 0. Every test's full name starts with Gpu (select them with
+// --gtest_filter='Gpu*'; the parameterized suites are instantiated as GpuEveryPolicy/GpuConformance.* and
+// GpuHeldStream/GpuStreamOrder.*); where no GPU can be used each test is skipped with cuda_available()'s reason.
+//  - GpuPattern: the fill and check kernels themselves (tests/support/gpu_pattern.hpp), against the host's
+//    own computation of the pattern, and the gate kernel that holds a stream busy until it is opened.
+//  - GpuConformance/<policy>: every registry policy: blocks of every size, a seeded random run and bad
+//    frees, with every live block filled on the GPU with a pattern of its own and checked whole before it
+//    is freed, so two live blocks that overlapped, or a block reused while a stream still wrote it, fail.
+//  - GpuPoolThreads: vram's pool from 8 threads, each on its own stream, with blocks freed by other threads
+//    (record_stream on the freeing thread's stream); every block filled and checked; none handed out twice.
+//  - GpuStreamOrder/<policy, size>: a block freed on a stream held busy by the gate kernel is not handed to
+//    another stream while that work is queued: its address differs, and the check queued behind the gate
+//    finds the first block's pattern intact.
+// Knobs (support/gpu_session.hpp): VRAM_GPU_STEPS, VRAM_GPU_THREAD_OPS, VRAM_GPU_GATE_MS; scripts/gpu-run sets
+// them lower under compute-sanitizer, with VRAM_GPU_SANITIZER=1 (kernels may run one at a time there, so a
+// test that needs a stream held busy skips instead of failing).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/gpu_pattern.hpp"
+#include "support/gpu_session.hpp"
+#include "vram/core/error.hpp"
+#include "vram/device/cuda_driver.hpp"
+#include "vram/emulation/rmm_pool_resource.hpp"
+#include "vram/resource/registry.hpp"
+
+namespace vram {
+namespace {
+
+#if VRAM_HAVE_CUDA_H
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const auto& p : policies()) names.emplace_back(p.name);
+  return names;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+using gpu_check::checker;
+using gpu_check::id_of;
+using gpu_check::live_map;
+using gpu_check::mismatch;
+
+bool under_sanitizer() { return gpu_check::env_count("VRAM_GPU_SANITIZER", 0) != 0; }
+
+/// Adds a failure per block found wrong (the first 10); true when there was none.
+bool none_wrong(const std::vector<mismatch>& found, const std::string& where) {
+  for (std::size_t i = 0; i < found.size() && i < 10; ++i) ADD_FAILURE() << where << ": " << describe(found[i]);
+  if (found.size() > 10) ADD_FAILURE() << where << ": and " << found.size() - 10 << " more blocks";
+  return found.empty();
+}
+
+/// The fixture of every suite here: opens the GPU in SetUp, or skips the test with the reason there is none.
+template <class Base>
+class gpu_fixture : public Base {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "no GPU: " << why;
+    gpu_ = std::make_unique<gpu_check::session>();
+  }
+  void TearDown() override {
+    if (gpu_) gpu_->dev().validate();
+  }
+  std::unique_ptr<gpu_check::session> gpu_;
+};
+
+// ---- the kernels ----------------------------------------------------------------------------------------
+
+class GpuPattern : public gpu_fixture<::testing::Test> {};
+
+TEST_F(GpuPattern, kernels_load) {
+  const auto& k = gpu_->pattern_kernels();
+  EXPECT_TRUE(k.loaded()) << k.why() << " (the other tests fall back to memsets and host copies)";
+  RecordProperty("pattern", k.loaded() ? "kernels" : "memset fallback: " + k.why());
+}
+
+TEST_F(GpuPattern, a_filled_block_reads_back_as_the_pattern_and_a_check_counts_exactly) {
+  const auto& api = gpu_->api();
+  const CUstream s = gpu_->new_stream();
+  checker c(api, gpu_->pattern_kernels(), s);
+  // 1 MiB + 14 bytes hold 262,144 + 3 whole words; the last 2 bytes are not covered.
+  constexpr std::size_t bytes = 1 * MiB + 14;
+  constexpr std::uint64_t words = 262'147;
+  static_assert(gpu_check::words_of(bytes) == words);
+  static_assert(gpu_check::block_seed(7) != gpu_check::block_seed(8));
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api.mem_alloc(&p, bytes), CUDA_SUCCESS);
+  c.fill(p, bytes, 7);
+  c.synchronize();
+  std::vector<std::uint32_t> host(words);
+  ASSERT_EQ(api.memcpy_dtoh(host.data(), p, words * 4), CUDA_SUCCESS);
+  const std::uint32_t seed = gpu_check::block_seed(7);
+  std::uint64_t differ = 0;
+  for (std::uint64_t i = 0; i < words; ++i) {
+    differ += host[i] != gpu_check::pattern_word(seed, c.uses_kernels() ? i : 0);
+  }
+  EXPECT_EQ(differ, 0u) << "words that differ from the host's pattern";
+
+  c.check(p, bytes, 7);
+  EXPECT_TRUE(none_wrong(c.collect(), "the block as filled"));
+  // Checked as block #8: a word is a bijection of seed ^ f(i), so with another seed every word differs.
+  c.check(p, bytes, 8);
+  auto found = c.collect();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].sequence, 8u);
+  EXPECT_EQ(found[0].words_wrong, words);
+  // Three words overwritten with the complement of what they held: exactly 3 wrong.
+  for (const std::uint64_t i : {std::uint64_t{0}, std::uint64_t{131'072}, words - 1}) {
+    ASSERT_EQ(api.memset_d32_async(p + 4 * i, ~host[i], 1, s), CUDA_SUCCESS);  // queued before the check
+  }
+  c.check(p, bytes, 7);
+  found = c.collect();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].words_wrong, 3u);
+  EXPECT_EQ(found[0].p, p);
+  EXPECT_EQ(c.blocks_checked(), 3u);
+  c.validate();
+  EXPECT_EQ(api.mem_free(p), CUDA_SUCCESS);
+}
+
+TEST_F(GpuPattern, the_gate_holds_a_stream_until_it_is_opened) {
+  const auto& k = gpu_->pattern_kernels();
+  if (!k.loaded()) GTEST_SKIP() << "needs the kernels: " << k.why();
+  auto& dev = gpu_->dev();
+  const CUstream held = gpu_->new_stream(), other = gpu_->new_stream();
+  const CUdeviceptr flag = gpu_->new_word();
+  k.gate(held, flag, gpu_check::gate_limit_ns());
+  const event_id e = dev.event_create();
+  dev.event_record(e, id_of(held));
+  const bool busy = !dev.event_query(e);
+  ASSERT_EQ(gpu_->api().memset_d32_async(flag, 1, 1, other), CUDA_SUCCESS);  // opens the gate
+  dev.event_synchronize(e);
+  EXPECT_TRUE(dev.event_query(e));
+  dev.event_destroy(e);
+  gpu_->free_word(flag);
+  if (!busy && under_sanitizer()) GTEST_SKIP() << "the gate had finished before it was asked: kernels run one at a time here";
+  EXPECT_TRUE(busy) << "the gated stream's work completed before the gate was opened";
+}
+
+// ---- every policy ---------------------------------------------------------------------------------------
+
+/// Where a policy's contract differs from the strictest reading, on a GPU (see tests/conformance_test.cpp for
+/// the simulated device):
+///  - rmm-pool never shrinks (release_cached() does nothing), and another stream takes a freed block after a
+///    GPU-side cudaStreamWaitEvent, which RMM makes and the emulation only counts (stream_waits()): the device
+///    seam has no such call. So, when the count rises, this test makes the wait itself (it waits for the other
+///    streams) before it writes the block, as RMM's wait would order it.
+struct gpu_expectation {
+  bool release_cached_returns_everything = true;
+  bool test_waits_for_other_streams = false;
+};
+
+gpu_expectation gpu_expectation_for(std::string_view policy) {
+  if (policy == "rmm-pool") return {.release_cached_returns_everything = false, .test_waits_for_other_streams = true};
+  return {};
+}
+
+class GpuConformance : public gpu_fixture<::testing::TestWithParam<std::string>> {};
+
+TEST_P(GpuConformance, blocks_of_every_size_are_512_aligned_disjoint_and_keep_their_pattern) {
+  const std::vector<std::size_t> sizes{1,           2,           511,         512,          513,
+                                       1000,        4095,        4 * KiB,     64 * KiB + 1, 256 * KiB,
+                                       1 * MiB - 1, 1 * MiB,     1 * MiB + 1, 2 * MiB,      2 * MiB + 1,
+                                       10 * MiB - 1, 20 * MiB + 3, 64 * MiB + 1, 256 * MiB};
+  auto& dev = gpu_->dev();
+  const CUstream s = gpu_->new_stream();
+  {
+    auto r = make_resource(GetParam(), dev);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    checker c(gpu_->api(), gpu_->pattern_kernels(), s);
+    live_map live;
+    std::vector<device_ptr> ptrs;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const device_ptr p = r->allocate(sizes[i], id_of(s));
+      ASSERT_NE(p, 0u) << sizes[i];
+      EXPECT_EQ(p % 512, 0u) << sizes[i] << " bytes at " << p;
+      EXPECT_TRUE(live.add(p, sizes[i])) << sizes[i] << " bytes at " << p << " overlap a live block";
+      c.fill(p, sizes[i], i);
+      ptrs.push_back(p);
+    }
+    for (std::size_t i = 0; i < sizes.size(); ++i) c.check(ptrs[i], sizes[i], i);
+    EXPECT_TRUE(none_wrong(c.collect(), GetParam()));
+    for (std::size_t i = 0; i < sizes.size(); ++i) r->deallocate(ptrs[i], sizes[i], id_of(s));
+    EXPECT_EQ(r->allocated_bytes(), 0u);
+    r->validate();
+    c.synchronize();
+  }
+  EXPECT_EQ(dev.held_bytes(), 0u) << GetParam() << " left memory held when destroyed";
+}
+
+TEST_P(GpuConformance, seeded_random_run_fills_and_checks_every_block) {
+  // VRAM_GPU_STEPS steps (3000) with at most 2 GiB live: 70% of sizes log-uniform in [512 B, 1 MiB], 30% in
+  // (1 MiB, 64 MiB]; three streams; frees in random order, each block checked whole on its stream first.
+  const gpu_expectation e = gpu_expectation_for(GetParam());
+  auto& dev = gpu_->dev();
+  const std::array<CUstream, 3> streams{gpu_->new_stream(), gpu_->new_stream(), gpu_->new_stream()};
+  const std::uint64_t steps = gpu_check::random_run_steps();
+  {
+    auto r = make_resource(GetParam(), dev);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    const auto* rmm = dynamic_cast<const rmm_pool_resource*>(r.get());
+    std::vector<std::unique_ptr<checker>> checkers;
+    for (CUstream s : streams) checkers.push_back(std::make_unique<checker>(gpu_->api(), gpu_->pattern_kernels(), s));
+    std::mt19937_64 rng(20240611);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    struct block {
+      device_ptr p;
+      std::size_t bytes;
+      std::size_t stream;
+      std::uint64_t sequence;
+    };
+    std::vector<block> blocks;
+    live_map live;
+    std::size_t live_bytes = 0;
+    std::uint64_t next = 0;
+    constexpr std::size_t max_live = 2 * GiB;
+
+    auto collect_all = [&](std::uint64_t step) {
+      bool ok = true;
+      for (auto& c : checkers) ok = none_wrong(c->collect(), GetParam() + " by step " + std::to_string(step)) && ok;
+      return ok;
+    };
+    auto free_at = [&](std::size_t i) {
+      const block b = blocks[i];
+      blocks[i] = blocks.back();
+      blocks.pop_back();
+      checkers[b.stream]->check(b.p, b.bytes, b.sequence);
+      live.remove(b.p);
+      r->deallocate(b.p, b.bytes, id_of(streams[b.stream]));
+      live_bytes -= b.bytes;
+    };
+
+    for (std::uint64_t step = 0; step < steps; ++step) {
+      const bool small = unit(rng) < 0.7;
+      const double lo = small ? 9.0 : 20.0, hi = small ? 20.0 : 26.0;  // log2 of the size range
+      const auto bytes = static_cast<std::size_t>(std::floor(std::exp2(lo + (hi - lo) * unit(rng))));
+      const bool alloc = blocks.empty() || (unit(rng) < 0.55 && live_bytes + bytes <= max_live);
+      if (alloc) {
+        const std::size_t k = rng() % streams.size();
+        const std::uint64_t waits_before = rmm != nullptr ? rmm->stream_waits() : 0;
+        const device_ptr p = r->try_allocate(bytes, id_of(streams[k]));
+        ASSERT_NE(p, 0u) << "step " << step << ": " << bytes << " bytes failed with " << live_bytes << " live";
+        ASSERT_EQ(p % 512, 0u) << "step " << step;
+        ASSERT_TRUE(live.add(p, bytes)) << "step " << step << ": " << bytes << " bytes at " << p
+                                        << " overlap a live block";
+        if (e.test_waits_for_other_streams && rmm != nullptr && rmm->stream_waits() > waits_before) {
+          for (std::size_t j = 0; j < checkers.size(); ++j)
+            if (j != k) checkers[j]->synchronize();
+        }
+        checkers[k]->fill(p, bytes, next);
+        blocks.push_back({p, bytes, k, next++});
+        live_bytes += bytes;
+      } else {
+        free_at(rng() % blocks.size());
+      }
+      ASSERT_GE(r->reserved_bytes(), r->allocated_bytes()) << "step " << step;
+      ASSERT_GE(r->allocated_bytes(), live_bytes) << "step " << step;
+      if (step % 64 == 63) r->validate();
+      if (step % 256 == 255) {
+        ASSERT_TRUE(collect_all(step));
+      }
+    }
+    while (!blocks.empty()) free_at(blocks.size() - 1);
+    ASSERT_TRUE(collect_all(steps));
+    EXPECT_EQ(r->allocated_bytes(), 0u);
+    r->validate();
+    live.validate();
+    std::uint64_t checked = 0;
+    for (const auto& c : checkers) checked += c->blocks_checked();
+    EXPECT_EQ(checked, next) << "every block allocated was checked once";
+    RecordProperty("blocks_checked", std::to_string(checked));
+
+    const std::size_t reserved_before = r->reserved_bytes(), held_before = dev.held_bytes();
+    r->release_cached();
+    r->validate();
+    if (e.release_cached_returns_everything) {
+      EXPECT_EQ(r->reserved_bytes(), 0u);
+      EXPECT_EQ(dev.held_bytes(), 0u);
+    } else {
+      EXPECT_EQ(r->reserved_bytes(), reserved_before);
+      EXPECT_EQ(dev.held_bytes(), held_before);
+    }
+  }
+  EXPECT_EQ(dev.held_bytes(), 0u) << GetParam() << " left memory held when destroyed";
+}
+
+TEST_P(GpuConformance, bad_frees_are_rejected_and_change_nothing) {
+  auto& dev = gpu_->dev();
+  const CUstream s = gpu_->new_stream();
+  const stream_id sid = id_of(s);
+  {
+    auto r = make_resource(GetParam(), dev);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    checker c(gpu_->api(), gpu_->pattern_kernels(), s);
+    const device_ptr a = r->allocate(1000, sid);
+    const device_ptr b = r->allocate(3 * MiB, sid);
+    c.fill(a, 1000, 1);
+    c.fill(b, 3 * MiB, 2);
+    const std::size_t reserved = r->reserved_bytes(), allocated = r->allocated_bytes(), held = dev.held_bytes();
+    auto unchanged = [&](const char* what) {
+      EXPECT_EQ(r->reserved_bytes(), reserved) << what;
+      EXPECT_EQ(r->allocated_bytes(), allocated) << what;
+      EXPECT_EQ(dev.held_bytes(), held) << what;
+      r->validate();
+    };
+    EXPECT_THROW(r->deallocate(0x1234'5600, 1000, sid), usage_error);
+    unchanged("unknown pointer");
+    EXPECT_THROW(r->deallocate(b + 512, 3 * MiB - 512, sid), usage_error);
+    unchanged("pointer inside a live block");
+    EXPECT_THROW(r->deallocate(a, 3 * MiB, sid), usage_error);
+    unchanged("wrong size (larger)");
+    EXPECT_THROW(r->deallocate(b, 1000, sid), usage_error);
+    unchanged("wrong size (smaller)");
+    // Both blocks are still theirs, whole.
+    c.check(a, 1000, 1);
+    c.check(b, 3 * MiB, 2);
+    EXPECT_TRUE(none_wrong(c.collect(), GetParam() + " after the bad frees"));
+
+    r->deallocate(a, 1000, sid);
+    const std::size_t reserved2 = r->reserved_bytes(), allocated2 = r->allocated_bytes();
+    EXPECT_THROW(r->deallocate(a, 1000, sid), usage_error);
+    EXPECT_EQ(r->reserved_bytes(), reserved2) << "double free";
+    EXPECT_EQ(r->allocated_bytes(), allocated2) << "double free";
+    c.check(b, 3 * MiB, 2);
+    EXPECT_TRUE(none_wrong(c.collect(), GetParam() + " after the double free"));
+    r->deallocate(b, 3 * MiB, sid);
+    EXPECT_EQ(r->allocated_bytes(), 0u);
+    r->validate();
+  }
+  EXPECT_EQ(dev.held_bytes(), 0u) << GetParam() << " left memory held when destroyed";
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuEveryPolicy, GpuConformance, ::testing::ValuesIn(policy_names()), test_name);
+
+// ---- vram's pool from threads ---------------------------------------------------------------------------
+
+class GpuPoolThreads : public gpu_fixture<::testing::Test> {};
+
+TEST_F(GpuPoolThreads, eight_threads_with_cross_thread_frees_never_share_a_block) {
+  // 8 threads, VRAM_GPU_THREAD_OPS allocations and frees in all (120,000), sizes log-uniform in [512 B, 4 MiB],
+  // at most 48 blocks held per thread and 256 waiting to be freed by another thread. A thread that hands a
+  // block on first waits for its stream (the fill is done); the thread that frees it checks it on its own
+  // stream, calls record_stream for that stream and frees it on the stream it was allocated on.
+  constexpr int threads = 8;
+  const std::uint64_t per_thread = (gpu_check::thread_operations() + threads - 1) / threads;
+  auto& dev = gpu_->dev();
+  std::array<CUstream, threads> streams{};
+  for (auto& s : streams) s = gpu_->new_stream();
+  const CUstream main_stream = gpu_->new_stream();
+  auto pool = make_resource("vram", dev);
+  const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before the pool goes
+
+  struct block {
+    device_ptr p;
+    std::size_t bytes;
+    int owner;
+    std::uint64_t sequence;
+  };
+  std::mutex mutex;  // guards live, handed and problems
+  live_map live;
+  std::deque<block> handed;
+  std::vector<std::string> problems;
+  std::atomic<std::uint64_t> operations{0}, cross_frees{0}, sequence{0}, checked{0};
+  auto note = [&](std::string what) {
+    std::lock_guard lock(mutex);
+    if (problems.size() < 20) problems.push_back(std::move(what));
+  };
+
+  auto worker = [&](int t) {
+    try {
+      gpu_->enter();
+      checker c(gpu_->api(), gpu_->pattern_kernels(), streams[t]);
+      const stream_id mine = id_of(streams[t]);
+      std::mt19937_64 rng(7000 + t);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      std::vector<block> own;
+      auto free_block = [&](const block& b) {
+        c.check(b.p, b.bytes, b.sequence);
+        {
+          std::lock_guard lock(mutex);
+          if (!live.remove(b.p)) problems.push_back("freed a block that was not live");
+        }
+        if (b.owner != t) {
+          pool->record_stream(b.p, mine);
+          cross_frees.fetch_add(1, std::memory_order_relaxed);
+        }
+        pool->deallocate(b.p, b.bytes, id_of(streams[b.owner]));
+      };
+      std::uint64_t done = 0, round = 0;
+      while (done < per_thread) {
+        if (++round % 512 == 0) {
+          for (const auto& m : c.collect()) note("thread " + std::to_string(t) + ": " + describe(m));
+        }
+        const double u = unit(rng);
+        if (own.empty() || (own.size() < 48 && u < 0.5)) {
+          const auto bytes = static_cast<std::size_t>(std::floor(std::exp2(9.0 + 13.0 * unit(rng))));
+          const std::uint64_t seq = sequence.fetch_add(1, std::memory_order_relaxed);
+          const device_ptr p = pool->try_allocate(bytes, mine);
+          if (p == 0) {
+            note("thread " + std::to_string(t) + ": " + std::to_string(bytes) + " bytes could not be allocated");
+            break;
+          }
+          if (p % 512 != 0) note("a block at " + std::to_string(p) + " is not 512-aligned");
+          {
+            std::lock_guard lock(mutex);
+            if (!live.add(p, bytes)) {
+              if (problems.size() < 20) {
+                problems.push_back("thread " + std::to_string(t) + ": " + std::to_string(bytes) + " bytes at " +
+                                   std::to_string(p) + " overlap a live block (handed out twice)");
+              }
+              break;
+            }
+          }
+          c.fill(p, bytes, seq);
+          own.push_back({p, bytes, t, seq});
+          ++done;
+        } else if (u < 0.65) {
+          {
+            std::lock_guard lock(mutex);
+            if (handed.size() >= 256) continue;
+          }
+          const std::size_t i = rng() % own.size();
+          const block b = own[i];
+          own[i] = own.back();
+          own.pop_back();
+          c.synchronize();  // the fill is done before another stream reads the block
+          std::lock_guard lock(mutex);
+          handed.push_back(b);
+        } else {
+          std::optional<block> b;
+          if (u < 0.85) {
+            std::lock_guard lock(mutex);
+            if (!handed.empty()) {
+              b = handed.front();
+              handed.pop_front();
+            }
+          }
+          if (!b) {
+            const std::size_t i = rng() % own.size();
+            b = own[i];
+            own[i] = own.back();
+            own.pop_back();
+          }
+          free_block(*b);
+          ++done;
+        }
+      }
+      for (const block& b : own) free_block(b);
+      for (const auto& m : c.collect()) note("thread " + std::to_string(t) + ": " + describe(m));
+      checked.fetch_add(c.blocks_checked(), std::memory_order_relaxed);
+      operations.fetch_add(done, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      note("thread " + std::to_string(t) + " threw: " + e.what());
+    }
+  };
+
+  std::vector<std::thread> pool_threads;
+  for (int t = 0; t < threads; ++t) pool_threads.emplace_back(worker, t);
+  for (auto& th : pool_threads) th.join();
+  {
+    // What is left waiting for another thread is freed here, as any other thread would.
+    checker c(gpu_->api(), gpu_->pattern_kernels(), main_stream);
+    for (const block& b : handed) {
+      c.check(b.p, b.bytes, b.sequence);
+      live.remove(b.p);
+      pool->record_stream(b.p, id_of(main_stream));
+      pool->deallocate(b.p, b.bytes, id_of(streams[b.owner]));
+    }
+    checked += c.blocks_checked();
+    EXPECT_TRUE(none_wrong(c.collect(), "blocks freed after the threads"));
+  }
+  for (const auto& p : problems) ADD_FAILURE() << p;
+  EXPECT_GE(operations.load(), gpu_check::thread_operations());
+  EXPECT_GT(cross_frees.load(), 0u) << "no block was freed by another thread";
+  EXPECT_EQ(checked.load(), sequence.load()) << "every block allocated was checked once";
+  EXPECT_EQ(live.size(), 0u);
+  pool->validate();
+  EXPECT_EQ(pool->allocated_bytes(), 0u);
+  pool->release_cached();
+  EXPECT_EQ(pool->reserved_bytes(), 0u);
+  RecordProperty("operations", std::to_string(operations.load()));
+  RecordProperty("cross_thread_frees", std::to_string(cross_frees.load()));
+  pool.reset();
+  EXPECT_EQ(dev.held_bytes(), 0u);
+}
+
+// ---- stream order with work really in flight ------------------------------------------------------------
+
+struct order_case {
+  std::string policy;
+  std::size_t bytes;
+};
+
+/// The policies that promise never to hand a block to another stream while the freeing stream's work is
+/// queued, without waiting in the free (tests/conformance_test.cpp: reuse_rule::never_in_flight); cub-bins
+/// for its binned sizes only (larger blocks go back with cudaFree, which waits).
+std::vector<order_case> order_cases() {
+  return {{"vram", 1 * MiB},          {"vram", 24 * MiB},         {"torch-native", 1 * MiB},
+          {"torch-native", 24 * MiB}, {"torch-expandable", 1 * MiB}, {"torch-expandable", 24 * MiB},
+          {"cub-bins", 1 * MiB}};
+}
+
+std::string order_name(const ::testing::TestParamInfo<order_case>& info) {
+  std::string s = info.param.policy + "_" + std::to_string(info.param.bytes / MiB) + "MiB";
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+class GpuStreamOrder : public gpu_fixture<::testing::TestWithParam<order_case>> {};
+
+TEST_P(GpuStreamOrder, a_block_freed_behind_queued_work_is_not_handed_to_another_stream) {
+  // Stream A: the block is filled, then the gate kernel holds A, then a check of the block is queued behind
+  // it; the block is freed on A. Stream B then allocates the same size and fills what it got at once. If B
+  // got A's memory, B's fill lands before A's check runs (the gate is still closed) and the check fails; and
+  // while A's event has not completed, the two addresses must not overlap.
+  const auto& k = gpu_->pattern_kernels();
+  if (!k.loaded()) GTEST_SKIP() << "needs the gate kernel: " << k.why();
+  const std::string& policy = GetParam().policy;
+  const std::size_t bytes = GetParam().bytes;
+  auto& dev = gpu_->dev();
+  const CUstream a = gpu_->new_stream(), b = gpu_->new_stream(), opener = gpu_->new_stream();
+  const CUdeviceptr flag = gpu_->new_word();
+  bool conclusive = false;
+  std::string why_not;
+  {
+    auto r = make_resource(policy, dev);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    checker ca(gpu_->api(), k, a), cb(gpu_->api(), k, b);
+    // Both streams known to the allocator first (vram's pool waits for the streams it knew when a new one
+    // appears, which would wait for the gate).
+    for (const CUstream s : {a, b}) r->deallocate(r->allocate(bytes, id_of(s)), bytes, id_of(s));
+    ca.synchronize();
+    cb.synchronize();
+    for (int attempt = 0; attempt < 2 && !conclusive; ++attempt) {
+      ASSERT_EQ(gpu_->api().memset_d32_async(flag, 0, 1, a), CUDA_SUCCESS);  // closes the gate, in A's order
+      const std::uint64_t first = 2 * attempt, second = first + 1;
+      const device_ptr p1 = r->allocate(bytes, id_of(a));
+      ca.fill(p1, bytes, first);
+      k.gate(a, flag, gpu_check::gate_limit_ns());
+      ca.check(p1, bytes, first);
+      const event_id queued = dev.event_create();
+      dev.event_record(queued, id_of(a));
+      const bool busy_before = !dev.event_query(queued);
+      r->deallocate(p1, bytes, id_of(a));
+      const device_ptr p2 = r->allocate(bytes, id_of(b));
+      const bool busy = !dev.event_query(queued);
+      cb.fill(p2, bytes, second);
+      cb.synchronize();
+      ASSERT_EQ(gpu_->api().memset_d32_async(flag, 1, 1, opener), CUDA_SUCCESS);
+      EXPECT_TRUE(none_wrong(ca.collect(), policy + ": A's block, checked behind the gate"));
+      cb.check(p2, bytes, second);
+      EXPECT_TRUE(none_wrong(cb.collect(), policy + ": B's block"));
+      if (busy) {
+        conclusive = true;
+        EXPECT_FALSE(gpu_check::overlap(p1, bytes, p2, bytes))
+            << policy << " gave stream B " << p2 << " while stream A's work on " << p1 << " was queued";
+      } else {
+        why_not = busy_before ? "the free or the allocation waited for stream A's work"
+                              : "stream A's work had completed before it was freed (kernels run one at a time?)";
+      }
+      r->deallocate(p2, bytes, id_of(b));
+      dev.event_destroy(queued);
+      r->validate();
+    }
+    ca.synchronize();
+    cb.synchronize();
+  }
+  gpu_->free_word(flag);
+  EXPECT_EQ(dev.held_bytes(), 0u) << policy << " left memory held when destroyed";
+  if (!conclusive) GTEST_SKIP() << "inconclusive: " << why_not;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuHeldStream, GpuStreamOrder, ::testing::ValuesIn(order_cases()), order_name);
+
+#else  // no cuda.h at build time
+
+TEST(GpuUnavailable, needs_a_build_with_the_cuda_device) {
+  std::string why;
+  cuda_available(&why);
+  GTEST_SKIP() << "no GPU: " << why;
+}
+
+#endif
+
+}  // namespace
+}  // namespace vram
