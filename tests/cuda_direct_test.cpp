@@ -72,23 +72,23 @@ TEST(cuda_direct, accounting_follows_the_device_packing) {
   EXPECT_EQ(mr.reserved_bytes(), 2 * MiB);
   auto fs = mr.free_memory();
   EXPECT_EQ(fs.total, 2 * MiB - 1024);
-  EXPECT_EQ(fs.largest, 1024u);  // 2047 free slots of 1024 bytes
+  EXPECT_EQ(fs.largest, 2 * MiB - 1024);  // the most free bytes of one shared page: a's
   const device_ptr b = mr.allocate(3 * MiB);  // 4 MiB of its own
   EXPECT_EQ(mr.allocated_bytes(), 3 * MiB + 1024);
   EXPECT_EQ(mr.reserved_bytes(), 6 * MiB);
   EXPECT_EQ(mr.free_memory().total, 3 * MiB - 1024);  // 6 MiB - (3 MiB + 1 KiB)
-  EXPECT_EQ(mr.free_memory().largest, 1024u);        // the 1 MiB tail of b's pages is no free slot
-  const device_ptr c = mr.allocate(1 * MiB);  // a page of two 1 MiB slots, one free
+  EXPECT_EQ(mr.free_memory().largest, 2 * MiB - 1024);  // the 1 MiB tail of b's pages is not a shared page
+  const device_ptr c = mr.allocate(1 * MiB);  // a page of its own (the simulated device keeps one size a page)
   EXPECT_EQ(mr.reserved_bytes(), 8 * MiB);
-  EXPECT_EQ(mr.free_memory().largest, 1 * MiB);
-  const device_ptr d = mr.allocate(1 * MiB);  // fills that page
+  EXPECT_EQ(mr.free_memory().largest, 2 * MiB - 1024);  // a's page still has the most free bytes
+  const device_ptr d = mr.allocate(1 * MiB);  // fills c's page
   EXPECT_EQ(mr.reserved_bytes(), 8 * MiB);
-  EXPECT_EQ(mr.free_memory().largest, 1024u);
+  EXPECT_EQ(mr.free_memory().largest, 2 * MiB - 1024);
   EXPECT_EQ(mr.reserved_bytes(), dev.used_bytes());
   mr.validate();
   mr.deallocate(c, 1 * MiB);  // the page stays: d lives in it
   EXPECT_EQ(mr.reserved_bytes(), 8 * MiB);
-  EXPECT_EQ(mr.free_memory().largest, 1 * MiB);
+  EXPECT_EQ(mr.free_memory().largest, 2 * MiB - 1024);
   mr.deallocate(d, 1 * MiB);
   mr.deallocate(a, 1000);
   EXPECT_EQ(mr.reserved_bytes(), 4 * MiB);

@@ -7,14 +7,14 @@
 // Accounting (docs/device.md, "How cudaMalloc packs blocks"):
 //  - allocated_ is the sum of the live blocks' sizes rounded up to 512 bytes (cudaMalloc's alignment);
 //  - reserved_ is what the driver holds for those blocks as it packs them: blocks up to 1 MiB share 2 MiB
-//    pages, one rounded size per page, and a page counts from its first live block to its last; larger
-//    blocks count their size rounded up to whole 2 MiB pages. The resource works this out from the
-//    addresses it was given (a small block's page is p & ~(2 MiB - 1)), with no extra driver call. On the
+//    pages, and a page counts from its first live block to its last; larger blocks count their size rounded
+//    up to whole 2 MiB pages. The resource works this out from the addresses it was given (a small block's
+//    page is p & ~(2 MiB - 1)), with no extra driver call, whatever sizes the driver puts together in a page
+//    (the H200's driver mixes sizes in one page; the simulated device keeps one size a page). On the
 //    simulated device it equals the device's used bytes when this resource is the device's only legacy user.
-//  - free_memory(): total = reserved_ - allocated_ (free slots in shared pages, the tails of 2 MiB pages
-//    and of 512-byte rounding); largest = the largest block size with a free slot in a page this resource
-//    holds (a request of exactly that rounded size is served there without new device memory; a larger one
-//    never is), 0 when no page has room.
+//  - free_memory(): total = reserved_ - allocated_ (free bytes in shared pages, the tails of 2 MiB pages
+//    and of 512-byte rounding); largest = the most free bytes of one shared page (an upper bound on the
+//    largest hole there), 0 when no page has room.
 // A deallocate of a pointer not live here, or with another size than it was allocated with, throws
 // usage_error and changes nothing. Streams are ignored: cudaFree waits for the whole device.
 
@@ -52,20 +52,15 @@ class cuda_direct_resource final : public memory_resource {
   static constexpr std::size_t page_bytes = 2 * MiB;      // the driver's page for small blocks
   static constexpr std::size_t small_max = 1 * MiB;       // larger blocks take whole pages
   static constexpr std::size_t alignment = 512;           // cudaMalloc's rounding
-  static constexpr std::size_t classes = small_max / alignment;
 
   struct page_use {
-    std::size_t block = 0;   // the rounded size of every block in the page
+    std::size_t bytes = 0;   // rounded bytes of this resource's live blocks in the page
     std::uint32_t live = 0;  // live blocks of this resource in it
   };
-
-  void add_free_slots(std::size_t block, std::int64_t n) noexcept;
 
   std::pmr::unsynchronized_pool_resource pool_;  // nodes of the maps below, reused in a steady replay
   std::pmr::unordered_map<device_ptr, std::size_t> live_;  // block -> bytes asked for
   std::pmr::unordered_map<device_ptr, page_use> pages_;    // 2 MiB page start -> its use
-  std::array<std::uint64_t, classes> free_slots_{};        // by rounded size / 512 - 1
-  std::array<std::uint64_t, classes / 64> with_room_{};    // bit c set when free_slots_[c] > 0
 };
 
 /// @brief The `cuda-direct` policy for the registry. @throws usage_error for any setting (it takes none).
