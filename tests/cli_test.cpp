@@ -1,0 +1,166 @@
+// The `vram` tool end to end: bad input gives a message that names the problem and a non-zero exit (1 for
+// bad input, 2 for bad arguments), and a replay / fit of a hand-made trace prints the answers worked out here.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "vram/core/error.hpp"
+#include "vram/core/size.hpp"
+#include "vram/device/device_spec.hpp"
+#include "vram/resource/registry.hpp"
+
+namespace vram {
+namespace {
+
+struct outcome {
+  int code;
+  std::string out;  // standard output and standard error together
+};
+
+outcome run(const std::string& args) {
+  const std::string cmd = std::string(VRAM_CLI_PATH) + " " + args + " 2>&1";
+  outcome o{-1, {}};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) o.out += buf.data();
+  const int status = pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() / "vram_cli_test";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A 3 MiB, B 3 MiB, free A, C 1 MiB. With cuda-direct on the simulated device: A and B take 4 MiB of pages
+// each (8 MiB), C a 2 MiB page of its own after A's 4 MiB went back: the device peaks at 8 MiB; live peaks at
+// A + B = 6 MiB.
+const char* small_trace =
+    "time_us,action,addr,size,stream\n"
+    "0,alloc,4096,3145728,0\n"
+    "10,alloc,8192,3145728,0\n"
+    "20,free_requested,4096,3145728,0\n"
+    "30,alloc,12288,1048576,0\n"
+    "40,free_requested,8192,3145728,0\n"
+    "50,free_requested,12288,1048576,0\n";
+
+TEST(Cli, ReplayPrintsTheExactFiguresAsJson) {
+  const auto path = write_file("small.csv", small_trace);
+  const outcome o = run("replay " + path + " --policy cuda-direct --device sim --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j.size(), 1u);
+  const auto& r = j[0];
+  EXPECT_EQ(r["trace"], "small");
+  EXPECT_EQ(r["policy"], "cuda-direct");
+  EXPECT_EQ(r["events"], 6);
+  EXPECT_EQ(r["peak_live_bytes"], 6 * MiB);
+  EXPECT_EQ(r["peak_reserved_bytes"], 8 * MiB);
+  EXPECT_DOUBLE_EQ(r["reserved_over_live"].get<double>(), 8.0 / 6.0);
+  EXPECT_EQ(r["failed_allocations"], 0);
+  EXPECT_TRUE(r["recorded_peak_reserved_bytes"].is_null());
+  EXPECT_DOUBLE_EQ(r["trace_seconds"].get<double>(), 50e-6);
+  EXPECT_EQ(r["device_calls"]["legacy_malloc"], 3);
+  EXPECT_EQ(r["device_calls"]["legacy_free"], 3);
+  for (const char* key : {"modelled_driver_seconds", "replay_seconds", "events_per_second"})
+    EXPECT_TRUE(r.contains(key)) << key;
+}
+
+TEST(Cli, FitFindsTheSmallestDevice) {
+  const auto path = write_file("small.csv", small_trace);
+  // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.
+  // 6 MiB fails (B needs 4 MiB beside A's 4), so 8 MiB is the answer after 3 probes (the H200, 8 MiB, 6 MiB).
+  const outcome o = run("fit " + path + " --policy cuda-direct --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto r = nlohmann::json::parse(o.out)[0];
+  EXPECT_EQ(r["fit_bytes"], 8 * MiB);
+  EXPECT_EQ(r["fit_probes"], 3);
+  EXPECT_EQ(r["failed_allocations"], 0);
+}
+
+TEST(Cli, BadArgumentsAndInputNameTheProblem) {
+  const auto path = write_file("small.csv", small_trace);
+  auto expect = [](const outcome& o, int code, const std::string& words) {
+    EXPECT_EQ(o.code, code) << o.out;
+    EXPECT_NE(o.out.find(words), std::string::npos) << o.out;
+  };
+  expect(run("replay " + path + " --policy nosuch --device sim"), 2, "unknown policy 'nosuch'");
+  expect(run("replay " + path + " --policy vram --device gpu7"), 2, "bad device 'gpu7'");
+  expect(run("replay " + path + " --policy vram --device sim:-5GiB"), 2, "negative");
+  expect(run("replay /nonexistent/trace.csv --policy vram --device sim"), 1, "/nonexistent/trace.csv");
+  expect(run("replay " + write_file("empty.csv", "") + " --policy vram --device sim"), 1, "empty.csv");
+  expect(run("replay " + write_file("cols.csv", "a,b,c\n1,2,3\n") + " --policy vram --device sim"), 1, "cols.csv");
+  expect(run("replay " + write_file("act.csv", "time_us,action,addr,size,stream\n0,grab,4096,512,0\n") +
+             " --policy vram --device sim"),
+         1, "act.csv:2");
+  expect(run("replay " + write_file("neg.csv", "time_us,action,addr,size,stream\n0,alloc,4096,-512,0\n") +
+             " --policy vram --device sim"),
+         1, "neg.csv:2");
+  expect(run("replay " + write_file("nan.csv", "time_us,action,addr,size,stream\n0,alloc,4096,big,0\n") +
+             " --policy vram --device sim"),
+         1, "nan.csv:2");
+  expect(run("simulate nosuch -o " + write_file("x.vtrace", "")), 2, "unknown workload 'nosuch'");
+}
+
+TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) {
+  const auto path = write_file("frees.csv",
+                               "time_us,action,addr,size,stream\n"
+                               "0,alloc,4096,1024,0\n"
+                               "1,free_requested,4096,1024,0\n"
+                               "2,free_requested,4096,1024,0\n"   // double free: line 4
+                               "3,free_requested,9999,512,0\n");  // never allocated: line 5
+  const outcome replay = run("replay " + path + " --policy vram --device sim --json");
+  ASSERT_EQ(replay.code, 0) << replay.out;
+  EXPECT_NE(replay.out.find("double free(s), first at line 4"), std::string::npos) << replay.out;
+  const auto json = nlohmann::json::parse(replay.out.substr(replay.out.find('[')));
+  EXPECT_EQ(json[0]["unmatched_frees"], 2);
+  const outcome check = run("check " + path);
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_NE(check.out.find("never allocated, first at line 5"), std::string::npos) << check.out;
+  const outcome convert = run("convert " + path + " -o " + write_file("out.vtrace", ""));
+  EXPECT_EQ(convert.code, 1) << convert.out;
+  EXPECT_NE(convert.out.find("--force"), std::string::npos) << convert.out;
+}
+
+TEST(Cli, SimulateWritesATraceThatReplays) {
+  const auto out = (std::filesystem::temp_directory_path() / "vram_cli_test" / "alt.vtrace").string();
+  const outcome sim = run("simulate alternating -o " + out);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  // 1000 allocs of 1 KiB, 500 frees, 500 allocs of 2 KiB, then 500 + 500 frees: 3000 rows.
+  EXPECT_NE(sim.out.find("3000 events"), std::string::npos) << sim.out;
+  const outcome replay = run("replay " + out + " --policy vram --device sim --json");
+  ASSERT_EQ(replay.code, 0) << replay.out;
+  const auto r = nlohmann::json::parse(replay.out)[0];
+  EXPECT_EQ(r["events"], 3000);
+  // Live peaks after the 500 x 2 KiB arrive beside the 500 odd 1 KiB blocks: 500 KiB + 1000 KiB.
+  EXPECT_EQ(r["peak_live_bytes"], 1500 * KiB);
+}
+
+TEST(Cli, SizesPoliciesAndDevicesParse) {
+  EXPECT_EQ(parse_size("80GiB"), 80 * GiB);
+  EXPECT_EQ(parse_size("1.5MiB"), 3 * MiB / 2);
+  EXPECT_EQ(parse_size("2MB"), 2000000u);
+  EXPECT_THROW(parse_size("-1"), usage_error);
+  EXPECT_THROW(parse_size("12 parsecs"), usage_error);
+  EXPECT_EQ(parse_policy_list("vram,torch-native:max_split_size_mb=128").size(), 2u);
+  EXPECT_EQ(parse_policy_list("all").size(), policies().size());
+  EXPECT_THROW(parse_policy_list("vram,,cub-bins"), usage_error);
+  EXPECT_EQ(*parse_device_spec("sim:80GiB").capacity, 80 * GiB);
+  EXPECT_EQ(parse_device_spec("cuda:1").index, 1);
+  EXPECT_THROW(parse_device_spec("sim:0"), usage_error);
+  EXPECT_THROW(parse_device_spec("cuda:x"), usage_error);
+}
+
+}  // namespace
+}  // namespace vram
