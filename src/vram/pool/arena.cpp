@@ -43,12 +43,6 @@ std::size_t arena::handle_cap() const noexcept {
   return std::max(cap / granularity_ * granularity_, granularity_);
 }
 
-std::size_t arena::cold() const noexcept {
-  std::size_t n = 0;
-  for (const auto& [bytes, idx] : reclaimable_) n += bytes;
-  return n;
-}
-
 free_space arena::free_memory() const noexcept {
   free_space f;
   for (const auto& z : zones_) {

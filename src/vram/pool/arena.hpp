@@ -77,7 +77,6 @@ class arena {
   std::size_t reserved() const noexcept { return reserved_; }
   std::size_t in_use() const noexcept { return in_use_; }
   std::size_t mapped() const noexcept { return mapped_; }
-  std::size_t cold() const noexcept;
   /// @brief Mapped memory no block uses: its total and the largest range, over all zones.
   free_space free_memory() const noexcept;
   std::size_t granularity() const noexcept { return granularity_; }
@@ -86,8 +85,6 @@ class arena {
   device_ptr zone_base(std::size_t z) const noexcept { return base_ + z * zone_span_; }
   std::size_t zone_span() const noexcept { return zone_span_; }
   const arena_counters& counters() const noexcept { return counters_; }
-  double max_cached_ratio() const noexcept { return options_.max_cached_ratio; }
-  void set_max_cached_ratio(double r) noexcept { options_.max_cached_ratio = r; }
   std::size_t limit() const noexcept { return options_.limit; }
   void set_limit(std::size_t bytes) noexcept { options_.limit = bytes; }
 

@@ -47,8 +47,6 @@ class block_table {
       fn(static_cast<device_ptr>(w & ~(state_mask | moved_bit)), st, static_cast<std::size_t>(t->slots[i].size.load(std::memory_order_relaxed)));
     }
   }
-  /// @brief Number of slots in use (live, cached or tombstones), for tests.
-  std::size_t used_slots() const noexcept { return used_; }
 
  private:
   static constexpr std::uint64_t state_mask = 0x7, moved_bit = 0x8;

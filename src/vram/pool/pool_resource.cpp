@@ -293,6 +293,7 @@ void pool_resource::sync_mirrors_locked() {
   in_use_mirror_.store(arena_.in_use(), std::memory_order_relaxed);
   pending_mirror_.store(pending_bytes_, std::memory_order_relaxed);
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, arena_.reserved());
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, arena_.in_use() - pending_bytes_);
 }
 
 std::size_t pool_resource::allocated_bytes() const noexcept {
@@ -354,7 +355,7 @@ pool_stats pool_resource::stats() const {
   s.mapped_bytes = arena_.mapped();
   s.allocated_bytes = arena_.in_use() - pending_bytes_ - s.thread_cached_bytes;
   s.cached_bytes = s.reserved_bytes - s.allocated_bytes;
-  s.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, s.allocated_bytes);
+  s.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, s.allocated_bytes);  // never below the current
   s.arena = arena_.counters();
   return s;
 }

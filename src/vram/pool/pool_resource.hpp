@@ -37,7 +37,8 @@ namespace vram {
 /// @brief The pool's statistics: current and peak figures, and counts of calls.
 struct pool_stats {
   std::size_t requested_bytes = 0;                            // bytes the program asked for, live
-  std::size_t allocated_bytes = 0, peak_allocated_bytes = 0;  // rounded sizes of live blocks
+  std::size_t allocated_bytes = 0;                            // rounded sizes of live blocks
+  std::size_t peak_allocated_bytes = 0;  // peak of bytes in blocks handed to threads (live or in their caches)
   std::size_t reserved_bytes = 0, peak_reserved_bytes = 0;    // held from the device
   std::size_t cached_bytes = 0;                               // reserved but in no live block
   std::size_t thread_cached_bytes = 0;                        // of which in threads' caches

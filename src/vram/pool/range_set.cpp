@@ -65,12 +65,6 @@ std::optional<device_ptr> range_set::take_best_fit(std::size_t size, std::size_t
   return std::nullopt;
 }
 
-std::optional<std::pair<device_ptr, std::size_t>> range_set::best_fit(std::size_t size) const {
-  auto it = by_size_.lower_bound({size, 0});
-  if (it == by_size_.end()) return std::nullopt;
-  return std::pair{it->second, it->first};
-}
-
 std::optional<std::pair<device_ptr, std::size_t>> range_set::containing(device_ptr addr) const {
   auto it = by_addr_.upper_bound(addr);
   if (it == by_addr_.begin()) return std::nullopt;

@@ -24,8 +24,6 @@ class range_set {
   /// @brief Takes the smallest range (lowest address on ties) that holds @p size bytes at an address that is a
   /// multiple of @p align, carves the block from it and returns the block's address; none when no range fits.
   std::optional<device_ptr> take_best_fit(std::size_t size, std::size_t align = 512);
-  /// @brief The smallest range holding @p size bytes (lowest address on ties), without taking it.
-  std::optional<std::pair<device_ptr, std::size_t>> best_fit(std::size_t size) const;
   /// @brief The range containing @p addr, if any.
   std::optional<std::pair<device_ptr, std::size_t>> containing(device_ptr addr) const;
 
