@@ -10,6 +10,7 @@
 // default is 200,000, which keeps the run within a minute there.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -233,6 +235,67 @@ TEST(pool_stress, four_threads_never_share_a_live_block_without_thread_caches) {
   o.thread_cache = false;
   run_stress(o, stress_operations() / 4);
 }
+
+void stop_threads_in_their_hot_path(bool membarrier) {
+  // Two threads alloc + free one block each, over and over: the hot path, with the block in their caches
+  // between pairs. Meanwhile the main thread makes 5,000 blocks of 512 B (the block table grows twice while
+  // the two threads run) and calls trim() every 250 blocks, which takes the blocks out of the other threads'
+  // caches. Each thread publishes the block it holds; the main thread's new blocks must never be one of them,
+  // and every block must be freed exactly once. The threads synchronize with the main thread only through
+  // the pool, so ThreadSanitizer sees the pool's own ordering.
+  sim_device dev(stress_device());
+  {
+    pool_options o;
+    o.membarrier = membarrier;
+    pool_resource pool(dev, o);
+    std::atomic<bool> done{false};
+    std::array<std::atomic<device_ptr>, 2> held{};
+    std::array<std::uint64_t, 2> pairs{};
+    std::array<std::string, 2> problems;
+    auto hammer = [&](std::size_t t) {
+      const std::size_t bytes = 4096 * (t + 1);
+      while (!done.load(std::memory_order_relaxed)) {
+        const device_ptr p = pool.allocate(bytes);
+        if (p % 512 != 0 && problems[t].empty()) problems[t] = "misaligned block";
+        held[t].store(p, std::memory_order_relaxed);
+        held[t].store(0, std::memory_order_relaxed);
+        pool.deallocate(p, bytes);
+        ++pairs[t];
+      }
+    };
+    std::thread a(hammer, 0), b(hammer, 1);
+    std::set<device_ptr> mine;
+    std::string problem;
+    for (int i = 0; i < 5000; ++i) {
+      const device_ptr p = pool.allocate(512);
+      if (!mine.insert(p).second && problem.empty()) problem = "the main thread got one block twice";
+      for (auto& h : held)
+        if (h.load(std::memory_order_relaxed) == p && problem.empty()) problem = "a block held by a thread was handed out";
+      if (i % 250 == 249) pool.trim();
+    }
+    done.store(true, std::memory_order_relaxed);
+    a.join();
+    b.join();
+    EXPECT_EQ(problem, "");
+    EXPECT_EQ(problems[0], "");
+    EXPECT_EQ(problems[1], "");
+    EXPECT_GT(pairs[0], 0u);
+    EXPECT_GT(pairs[1], 0u);
+    EXPECT_GE(pool.stats().hot_path_stops, 2u);  // at least the two growths of the table
+    for (const device_ptr p : mine) pool.deallocate(p, 512);
+    pool.validate();
+    EXPECT_EQ(pool.allocated_bytes(), 0u);
+    pool.trim();
+    EXPECT_EQ(pool.reserved_bytes(), 0u);
+  }
+  dev.validate();
+}
+
+TEST(pool_stress, the_lock_holder_stops_threads_in_their_hot_path_and_they_carry_on) {
+  stop_threads_in_their_hot_path(true);
+}
+
+TEST(pool_stress, the_same_without_membarrier) { stop_threads_in_their_hot_path(false); }
 
 TEST(pool_stress, blocks_recorded_on_a_held_stream_and_freed_by_other_threads_wait_for_it) {
   // Two producers allocate 2,500 blocks each (1,000 under ThreadSanitizer) on stream 1, 512 B to 1 MiB, and

@@ -2,6 +2,10 @@
 // thread caches, stream order, limits, trim and bad input, with the answers worked out by hand.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/pool/pool_resource.hpp"
@@ -150,6 +154,65 @@ TEST(Pool, AThreadCacheHandsTheSameBlockBackWithoutTheArena) {
   pool.validate();
 }
 
+TEST(Pool, BlocksInAnotherLiveThreadsCacheServeARequestWhenMemoryRunsOut) {
+  // 8 MiB device: four 2 MiB handles. A second thread allocates and frees 6 MiB and stays alive, its cache
+  // holding the block. The main thread's 6 MiB request finds the device full (6 + 6 > 8): the pool stops the
+  // hot path, takes the block from the other thread's cache and serves the request from the same memory.
+  sim_device dev(quiet(8 * MiB));
+  pool_options o;
+  o.thread_cache_bytes = 8 * MiB;
+  pool_resource pool(dev, o);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  device_ptr theirs = 0;
+  std::thread other([&] {
+    theirs = pool.allocate(6 * MiB);
+    pool.deallocate(theirs, 6 * MiB);
+    std::unique_lock lock(m);
+    step = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return step == 2; });
+    // Its cache was emptied: the same request now goes to the arena and finds the main thread's block there.
+    EXPECT_EQ(pool.try_allocate(6 * MiB), 0u);
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 6 * MiB);
+  const std::uint64_t stops = pool.stats().hot_path_stops;
+  const device_ptr mine = pool.allocate(6 * MiB);
+  EXPECT_EQ(mine, theirs);
+  EXPECT_EQ(pool.stats().hot_path_stops, stops + 1);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 0u);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  {
+    std::lock_guard lock(m);
+    step = 2;
+  }
+  cv.notify_all();
+  other.join();
+  pool.deallocate(mine, 6 * MiB);
+  pool.validate();
+}
+
+TEST(Pool, TheBlockTableGrowsWithoutLosingAState) {
+  // 1024 slots to start, grown once half are used: 3000 live blocks make it grow (at least twice); the freed
+  // half then sit in the thread cache as `cached`, and every state must have survived the moves.
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  std::vector<device_ptr> blocks;
+  for (int i = 0; i < 3000; ++i) blocks.push_back(pool.allocate(512));
+  EXPECT_GE(pool.stats().hot_path_stops, 2u);
+  for (int i = 0; i < 3000; i += 2) pool.deallocate(blocks[static_cast<std::size_t>(i)], 512);
+  pool.validate();  // cached blocks in the table == bytes in the caches; live + cached == arena in use
+  for (int i = 0; i < 3000; i += 2) EXPECT_THROW(pool.deallocate(blocks[static_cast<std::size_t>(i)], 512), usage_error);
+  for (int i = 1; i < 3000; i += 2) pool.deallocate(blocks[static_cast<std::size_t>(i)], 512);
+  EXPECT_EQ(pool.allocated_bytes(), 0u);
+  pool.validate();
+}
+
 TEST(Pool, ABlockFreedOnAStreamWithWorkInFlightWaitsForIt) {
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
@@ -257,6 +320,8 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_EQ(pool_options{}.with({{"max_cached_ratio", "0.25"}}).max_cached_ratio, 0.25);
   EXPECT_EQ(pool_options{}.with({{"max_handle", "32MiB"}}).max_handle_bytes, 32 * MiB);
   EXPECT_FALSE(pool_options{}.with({{"thread_cache", "0"}}).thread_cache);
+  EXPECT_TRUE(pool_options{}.membarrier);
+  EXPECT_FALSE(pool_options{}.with({{"membarrier", "off"}}).membarrier);
   EXPECT_THROW(pool_options{}.with({{"max_cached", "1"}}), usage_error);
   EXPECT_THROW(pool_options{}.with({{"max_cached_ratio", "-1"}}), usage_error);
 }

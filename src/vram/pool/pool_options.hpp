@@ -10,6 +10,9 @@
 // | limit             | VRAM_LIMIT               | 0       | most bytes held from the device (0: no limit)     |
 // | thread_cache      | VRAM_THREAD_CACHE        | 1       | per-thread caches of freed blocks (0: off)        |
 // | thread_cache_bytes| VRAM_THREAD_CACHE_BYTES  | 4MiB    | most bytes one thread's cache holds               |
+// | membarrier        | VRAM_MEMBARRIER          | 1       | stop threads' hot paths with the kernel's         |
+// |                   |                          |         | membarrier where it has one (0: every cached call |
+// |                   |                          |         | makes one atomic exchange instead)                |
 
 #include <cstddef>
 #include <string>
@@ -24,6 +27,7 @@ struct pool_options {
   std::size_t limit = 0;
   bool thread_cache = true;
   std::size_t thread_cache_bytes = std::size_t{4} << 20;
+  bool membarrier = true;
 
   /// @brief Defaults overridden by the environment variables of the table. @throws usage_error for a bad value.
   static pool_options from_environment();

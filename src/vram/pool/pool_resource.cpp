@@ -38,8 +38,6 @@ struct pool_thread_state {
     pool_resource* pool;
   };
   std::vector<entry> entries;
-  std::uint64_t last_id = 0;
-  detail::thread_cache* last = nullptr;
 
   ~pool_thread_state() {
     for (auto& e : entries) {
@@ -47,9 +45,7 @@ struct pool_thread_state {
       if (!alive) continue;
       std::lock_guard lock(e.pool->mutex_);
       std::vector<detail::cache_entry> out;
-      e.cache->lock();
-      e.cache->drain(out);
-      e.cache->unlock();
+      e.cache->drain(out);  // the owner, outside the hot path
       for (const auto& c : out) e.pool->release_locked(c.ptr, c.size, c.stream);
       e.pool->idle_caches_.push_back(e.cache);
       e.pool->sync_mirrors_locked();
@@ -59,12 +55,21 @@ struct pool_thread_state {
 
 namespace {
 thread_local pool_thread_state thread_state;
-}
+
+// The hot path's view of the thread's last-used cache: trivially destructible, so reading it costs no
+// initialization check; initial-exec, so libvram.so reads it without a call into the dynamic loader.
+struct last_cache {
+  std::uint64_t pool_id;
+  detail::thread_cache* cache;
+};
+constinit thread_local last_cache last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
+}  // namespace
 
 pool_resource::pool_resource(device& dev, pool_options options)
     : memory_resource(dev),
       options_(options),
       id_(next_pool_id.fetch_add(1)),
+      asymmetric_(options.membarrier && detail::asymmetric_fences()),
       arena_(dev, arena_settings(options)),
       alive_(std::make_shared<int>(0)) {}
 
@@ -75,13 +80,16 @@ pool_resource::~pool_resource() {
   for (auto e : spare_events_) device_->event_destroy(e);
 }
 
-detail::thread_cache* pool_resource::my_cache() {
+inline detail::thread_cache* pool_resource::my_cache() {
+  if (last.pool_id == id_) [[likely]] return last.cache;
+  return my_cache_slow();
+}
+
+detail::thread_cache* pool_resource::my_cache_slow() {
   auto& t = thread_state;
-  if (t.last_id == id_) return t.last;
   for (auto& e : t.entries) {
     if (e.pool_id == id_) {
-      t.last_id = id_;
-      t.last = e.cache;
+      last = {id_, e.cache};
       return e.cache;
     }
   }
@@ -101,25 +109,31 @@ detail::thread_cache* pool_resource::my_cache() {
   }
   if (c == nullptr) return nullptr;
   t.entries.push_back({id_, c, alive_, this});
-  t.last_id = id_;
-  t.last = c;
+  last = {id_, c};
   return c;
+}
+
+detail::thread_cache* pool_resource::my_cache_if_any() const noexcept {
+  if (last.pool_id == id_) return last.cache;
+  for (const auto& e : thread_state.entries)
+    if (e.pool_id == id_) return e.cache;
+  return nullptr;
 }
 
 device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   const std::size_t rounded = round_up(bytes, 512);
   detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
-  if (c != nullptr) {
-    c->lock();
+  if (c != nullptr && c->enter(stop_, asymmetric_)) {
     const device_ptr p = c->pop(rounded, stream);
-    c->unlock();
     if (p != 0) {
       table_.transition(p, detail::block_state::cached, detail::block_state::live);
       c->allocations.store(c->allocations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       c->requested.store(c->requested.load(std::memory_order_relaxed) + static_cast<std::int64_t>(bytes),
                          std::memory_order_relaxed);
+      c->leave();
       return p;
     }
+    c->leave();
   }
   std::lock_guard lock(mutex_);
   note_stream_locked(stream);
@@ -129,6 +143,7 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
     sync_mirrors_locked();  // a failed growth may still have recycled or released handles
     return 0;
   }
+  if (table_.full()) with_threads_stopped_locked([&] { table_.grow(); });
   table_.insert_live(p, rounded);
   ++stats_.allocations;
   stats_.requested_bytes += bytes;
@@ -168,46 +183,37 @@ device_ptr pool_resource::allocate_locked(std::size_t rounded, stream_id stream)
 }
 
 void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id stream) {
-  using detail::block_state;
   const std::size_t rounded = round_up(bytes, 512);
-  block_state found = block_state::empty;
-  const std::size_t size = table_.transition(p, block_state::live, block_state::cached, &found);
-  if (size == 0) {
-    std::size_t held = 0;
-    found = table_.lookup(p, &held);
-    bad_free(p, bytes, found, held);
-  }
-  if (size != rounded) {
-    table_.transition(p, block_state::cached, block_state::live);
-    bad_free(p, bytes, block_state::live, size);
-  }
-  if (recorded_count_.load(std::memory_order_acquire) > 0) {
-    std::lock_guard lock(mutex_);
-    if (auto it = recorded_.find(p); it != recorded_.end()) {
-      std::vector<stream_id> extra = std::move(it->second);
-      recorded_.erase(it);
-      recorded_count_.store(recorded_.size(), std::memory_order_release);
-      release_locked(p, size, stream, std::move(extra));
-      ++stats_.frees;
-      stats_.requested_bytes -= bytes;
-      sync_mirrors_locked();
-      return;
-    }
-  }
+  detail::block_state found = detail::block_state::empty;
+  std::size_t held = 0;
   detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
-  if (c != nullptr) {
-    c->lock();
-    const bool kept = c->push(p, size, stream);
-    c->unlock();
-    if (kept) {
+  if (c != nullptr && c->enter(stop_, asymmetric_)) {
+    if (!table_.free_live(p, rounded, found, held)) {
+      c->leave();
+      bad_free(p, bytes, found, held);
+    }
+    // Blocks named by record_stream() take the slow path, which holds them for those streams' work.
+    if (recorded_count_.load(std::memory_order_acquire) == 0 && c->push(p, rounded, stream)) {
       c->frees.store(c->frees.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       c->requested.store(c->requested.load(std::memory_order_relaxed) - static_cast<std::int64_t>(bytes),
                          std::memory_order_relaxed);
+      c->leave();
       return;
     }
+    c->leave();
+  } else {
+    std::lock_guard lock(mutex_);
+    if (!table_.free_live(p, rounded, found, held)) bad_free(p, bytes, found, held);
   }
+  // The block is now `cached` and belongs to this call: give it back under the lock.
   std::lock_guard lock(mutex_);
-  release_locked(p, size, stream);
+  std::vector<stream_id> extra;
+  if (auto it = recorded_.find(p); it != recorded_.end()) {
+    extra = std::move(it->second);
+    recorded_.erase(it);
+    recorded_count_.store(recorded_.size(), std::memory_order_release);
+  }
+  release_locked(p, rounded, stream, std::move(extra));
   ++stats_.frees;
   stats_.requested_bytes -= bytes;
   sync_mirrors_locked();
@@ -280,10 +286,15 @@ void pool_resource::note_stream_locked(stream_id stream) {
 
 void pool_resource::flush_caches_locked() {
   std::vector<detail::cache_entry> out;
-  for (auto& c : caches_) {
-    c->lock();
-    c->drain(out);
-    c->unlock();
+  detail::thread_cache* mine = my_cache_if_any();
+  if (mine != nullptr) mine->drain(out);  // this thread's own: it is not in the hot path now
+  bool others = false;
+  for (const auto& c : caches_) others = others || (c.get() != mine && c->cached_bytes() > 0);
+  if (others) {
+    with_threads_stopped_locked([&] {
+      for (auto& c : caches_)
+        if (c.get() != mine) c->drain(out);
+    });
   }
   for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
 }

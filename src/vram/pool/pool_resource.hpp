@@ -3,7 +3,10 @@
 //  - Placement and physical memory: an arena that maps memory only where blocks sit and recycles wholly free
 //    handles to wherever memory is wanted (arena.hpp); blocks up to 1 MiB live in a zone of their own.
 //  - Hot path: each thread keeps the blocks it frees (thread_cache.hpp) and a block's state lives in a table
-//    read without a lock (block_table.hpp), so a cached alloc + free takes no mutex; frees from any thread.
+//    read without a lock (block_table.hpp), so a cached alloc + free takes no mutex and makes no atomic
+//    read-modify-write; frees from any thread. When the lock holder must touch other threads' caches or grow
+//    the table it stops the hot path: it raises stop_, issues a heavy fence (asymmetric_fence.hpp) and waits
+//    until no thread is inside its cache; threads arriving meanwhile take the slow path.
 //  - Stream order: a cached block is reused only on the stream it was freed on. Once a second stream is
 //    seen, a block leaving a cache is held until an event recorded on its stream at the free completes (and
 //    on every stream record_stream() named); the first time a new stream appears the streams used so far are
@@ -45,6 +48,7 @@ struct pool_stats {
   std::size_t pending_bytes = 0;                              // freed, waiting for stream work
   std::size_t mapped_bytes = 0;
   std::uint64_t allocations = 0, frees = 0, failed_allocations = 0;
+  std::uint64_t hot_path_stops = 0;  // times every thread was held out of the hot path (flushes, table growth)
   detail::arena_counters arena;
 };
 
@@ -86,6 +90,18 @@ class pool_resource final : public memory_resource {
     std::vector<event_id> events;
   };
   detail::thread_cache* my_cache();
+  [[gnu::noinline]] detail::thread_cache* my_cache_slow();
+  detail::thread_cache* my_cache_if_any() const noexcept;  // without making one
+  /// Runs @p fn while no thread is inside its cache or the block table. pre: mutex_ held.
+  template <class F>
+  void with_threads_stopped_locked(F&& fn) {
+    stop_.store(true, std::memory_order_seq_cst);
+    if (asymmetric_) detail::heavy_fence();
+    for (const auto& c : caches_) c->wait_idle();
+    ++stats_.hot_path_stops;
+    fn();
+    stop_.store(false, std::memory_order_release);
+  }
   device_ptr allocate_locked(std::size_t rounded, stream_id stream);
   void release_locked(device_ptr p, std::size_t rounded, stream_id stream, std::vector<stream_id> extra = {});
   void note_stream_locked(stream_id stream);
@@ -97,6 +113,8 @@ class pool_resource final : public memory_resource {
 
   pool_options options_;
   const std::uint64_t id_;  // tells this pool's thread caches from those of a pool since destroyed
+  const bool asymmetric_;   // the hot path's fence is a compiler barrier (asymmetric_fence.hpp)
+  std::atomic<bool> stop_{false};  // raised while the lock holder needs the hot path to stand still
   mutable std::mutex mutex_;
   detail::arena arena_;
   detail::block_table table_;

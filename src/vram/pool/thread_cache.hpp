@@ -1,11 +1,13 @@
 #pragma once
 // A thread's cache of blocks it freed, for the pool's hot path: a cached alloc + free touches only this
-// cache and one slot of the block table, never the pool's lock. Blocks up to 256 KiB are kept in bins by
-// rounded size (8 a bin, 4 MiB in all by default); larger ones in a short list matched by exact size. Each
-// entry remembers the stream it was freed on, and is handed out again only on that stream (stream order).
-// The owner holds `busy` while it touches the cache; the pool's flush (under the pool's lock, when memory is
-// wanted) takes the same flag, so a flush never races an owner, and an owner never waits on the pool lock
-// while holding it.
+// cache and one slot of the block table, never the pool's lock, and makes no atomic read-modify-write.
+// Blocks up to 256 KiB are kept in bins by rounded size (8 a bin, 4 MiB in all by default); larger ones in a
+// short list matched by exact size. Each entry remembers the stream it was freed on, and is handed out again
+// only on that stream (stream order).
+// Only the owner thread touches the cache, between enter() and leave(). When the pool's lock holder needs
+// every thread to stand still (to flush caches, or to grow the block table) it raises the pool's `stop` flag,
+// issues a heavy fence and waits until no cache is entered (wait_idle()); an owner that finds `stop` raised
+// as it enters goes the pool's slow path instead (asymmetric_fence.hpp has the protocol).
 
 #include <array>
 #include <atomic>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "vram/core/types.hpp"
+#include "vram/pool/asymmetric_fence.hpp"
 
 namespace vram::detail {
 
@@ -23,7 +26,7 @@ struct cache_entry {
   stream_id stream;
 };
 
-class thread_cache {
+class alignas(64) thread_cache {  // aligned: two threads' caches never share a cache line
  public:
   static constexpr std::size_t bins = (std::size_t{256} << 10) / 512;  // rounded sizes 512 B .. 256 KiB
   static constexpr std::size_t per_bin = 8;
@@ -31,13 +34,35 @@ class thread_cache {
 
   explicit thread_cache(std::size_t byte_limit) : byte_limit_(byte_limit) {}
 
-  void lock() noexcept {
-    while (busy_.exchange(true, std::memory_order_acquire)) {
+  /// @brief Marks the cache as in use by its owner; false (and not entered) when @p stop is raised.
+  /// @p asymmetric: asymmetric_fences(), for which fence protocol the pool uses.
+  bool enter(const std::atomic<bool>& stop, bool asymmetric) noexcept {
+    if (asymmetric) {
+      busy_.store(true, std::memory_order_relaxed);
+      light_fence();
+    } else {
+      busy_.exchange(true, std::memory_order_seq_cst);
+    }
+    // Acquire: what a stopper wrote into this cache before lowering `stop` is seen here.
+    if (stop.load(asymmetric ? std::memory_order_acquire : std::memory_order_seq_cst)) {
+      busy_.store(false, std::memory_order_release);
+      return false;
+    }
+    return true;
+  }
+  void leave() noexcept { busy_.store(false, std::memory_order_release); }
+  /// @brief Waits until the owner has left the cache. pre: the caller raised `stop` (seq_cst), then called
+  /// heavy_fence() when the protocol is asymmetric.
+  void wait_idle() const noexcept {
+    while (busy_.load(std::memory_order_seq_cst)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
     }
   }
-  void unlock() noexcept { busy_.store(false, std::memory_order_release); }
 
-  /// @brief A cached block of exactly @p size freed on @p stream, or 0. pre: locked.
+  /// @brief A cached block of exactly @p size freed on @p stream, or 0. pre: entered, or the owner outside
+  /// the hot path, or the stopped threads' waiter.
   device_ptr pop(std::size_t size, stream_id stream) noexcept {
     if (size <= bins * 512) {
       auto& bin = small_[size / 512 - 1];
@@ -57,7 +82,7 @@ class thread_cache {
     return 0;
   }
 
-  /// @brief Keeps a freed block; false when the cache has no room for it. pre: locked.
+  /// @brief Keeps a freed block; false when the cache has no room for it. pre: as pop().
   bool push(device_ptr p, std::size_t size, stream_id stream) noexcept {
     if (size <= bins * 512) {
       auto& bin = small_[size / 512 - 1];
@@ -72,7 +97,7 @@ class thread_cache {
     return true;
   }
 
-  /// @brief Empties the cache into @p out. pre: locked.
+  /// @brief Empties the cache into @p out. pre: the owner outside the hot path, or the stopped threads' waiter.
   void drain(std::vector<cache_entry>& out) {
     for (auto& bin : small_) {
       const std::size_t size = static_cast<std::size_t>(&bin - small_.data() + 1) * 512;

@@ -1,4 +1,4 @@
-// The parts of memory_resource shared by every allocator: the throwing allocate and its message.
+// The parts of memory_resource shared by every allocator: the out-of-memory error and its message.
 #include "vram/resource/memory_resource.hpp"
 
 #include <fmt/format.h>
@@ -8,11 +8,8 @@
 
 namespace vram {
 
-device_ptr memory_resource::allocate(std::size_t bytes, stream_id stream) {
-  if (bytes == 0) return 0;
-  device_ptr p = do_allocate(bytes, stream);
-  if (p == 0) throw out_of_memory(out_of_memory_message(bytes, stream));
-  return p;
+void memory_resource::throw_out_of_memory(std::size_t bytes, stream_id stream) const {
+  throw out_of_memory(out_of_memory_message(bytes, stream));
 }
 
 std::string memory_resource::out_of_memory_message(std::size_t bytes, stream_id stream) const {

@@ -39,7 +39,12 @@ class memory_resource {
 
   /// @brief A block of at least @p bytes usable in stream order on @p stream.
   /// @throws out_of_memory when the device cannot serve it.
-  device_ptr allocate(std::size_t bytes, stream_id stream = 0);
+  device_ptr allocate(std::size_t bytes, stream_id stream = 0) {
+    if (bytes == 0) return 0;
+    const device_ptr p = do_allocate(bytes, stream);
+    if (p == 0) [[unlikely]] throw_out_of_memory(bytes, stream);
+    return p;
+  }
   /// @brief As allocate, but returns 0 instead of throwing when memory runs out.
   device_ptr try_allocate(std::size_t bytes, stream_id stream = 0) {
     return bytes == 0 ? 0 : do_allocate(bytes, stream);
@@ -73,6 +78,7 @@ class memory_resource {
   virtual void do_deallocate(device_ptr p, std::size_t bytes, stream_id stream) = 0;
   /// @brief The message of out_of_memory: what was asked, what is held and free, and what to try.
   virtual std::string out_of_memory_message(std::size_t bytes, stream_id stream) const;
+  [[noreturn]] void throw_out_of_memory(std::size_t bytes, stream_id stream) const;
 
   device* device_;
   std::size_t reserved_ = 0;   // maintained by the derived resource
