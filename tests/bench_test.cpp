@@ -362,6 +362,77 @@ TEST(BenchRun, SimulatedDeviceEndToEnd) {
   EXPECT_EQ(dev.used_bytes(), 0u);  // every cell's pool gave back all it held
 }
 
+TEST(BenchRun, RepeatedCellsRunInRoundsAndKeepTheMedianRun) {
+  auto base = std::make_shared<counting_target>();
+  auto other = std::make_shared<counting_target>();
+  sim_device dev;
+  bench_plan p = counting_plan(base, other);
+  p.repeat = 3;
+  std::vector<std::string> cells;
+  const bench_result r = run_bench(dev, p, [&](std::size_t done, std::size_t total, const std::string& cell) {
+    EXPECT_EQ(done, cells.size());
+    EXPECT_EQ(total, 24u);  // 8 cells x 3 rounds
+    cells.push_back(cell);
+  });
+  ASSERT_EQ(cells.size(), 24u);
+  // Round by round: every cell once, then again.
+  EXPECT_EQ(cells[0], "base 512 B x 1, round 1/3");
+  EXPECT_EQ(cells[7], "other 4 KiB x 2, round 1/3");
+  EXPECT_EQ(cells[8], "base 512 B x 1, round 2/3");
+  EXPECT_EQ(cells[23], "other 4 KiB x 2, round 3/3");
+  EXPECT_EQ(r.repeat, 3u);
+  ASSERT_EQ(r.rows.size(), 8u);  // one row a cell
+  // Each cell: one worker a thread a round; 10 timed pairs a thread.
+  // base: (1 + 2 threads) x 2 sizes x 3 rounds = 18 workers.
+  EXPECT_EQ(base->workers_made.load(), 18u);
+  for (const auto& row : r.rows) EXPECT_EQ(row.pairs, 10u * row.threads);
+  EXPECT_NO_THROW(r.validate());
+  EXPECT_EQ(to_json(r)["repeat"], 3);
+  EXPECT_NE(format_table(r).find("every cell ran 3 times"), std::string::npos);
+}
+
+TEST(BenchResult, TheMedianRunIsAWholeRunAndAFailureWins) {
+  auto run = [](double pps, double cpu) {
+    bench_row x;
+    x.allocator = "v";
+    x.bytes = 512;
+    x.threads = 1;
+    x.pairs = 1;
+    x.pairs_per_second = pps;
+    x.cpu_ns_per_pair = cpu;
+    return x;
+  };
+  // pairs/s 30, 10, 20: the median is 20, with its own CPU figure (2), not another run's.
+  bench_row m = median_run({run(30, 3), run(10, 1), run(20, 2)});
+  EXPECT_EQ(m.pairs_per_second, 20);
+  EXPECT_EQ(m.cpu_ns_per_pair, 2);
+  // Four runs: the lower middle one (20 of 10, 20, 30, 40).
+  EXPECT_EQ(median_run({run(40, 4), run(10, 1), run(30, 3), run(20, 2)}).pairs_per_second, 20);
+  EXPECT_EQ(median_run({run(7, 7)}).pairs_per_second, 7);
+  bench_row failed = run(0, 0);
+  failed.error = "full";
+  EXPECT_EQ(median_run({run(30, 3), failed, run(20, 2)}).error, "full");
+  EXPECT_THROW(median_run({}), invariant_error);
+}
+
+TEST(BenchPlan, RepeatDefaultsByDeviceAndIsChecked) {
+  sim_device dev;
+  EXPECT_EQ(plan_for(dev, bench_options{}).repeat, 3u);
+  EXPECT_EQ(default_repeat(false), 1u);
+  bench_options o;
+  o.repeat = 5;
+  EXPECT_EQ(plan_for(dev, o).repeat, 5u);
+  o.repeat = max_repeat + 1;
+  EXPECT_THROW(plan_for(dev, o), usage_error);
+  // An hour in all counts the rounds: 700 s x 5 rounds = 3500 s passes, x 6 = 4200 s does not.
+  bench_options hour;
+  hour.seconds = 700;
+  hour.repeat = 5;
+  EXPECT_NO_THROW(hour.check());
+  hour.repeat = 6;
+  EXPECT_THROW(hour.check(), usage_error);
+}
+
 TEST(BenchResult, DeriveRatiosByHand) {
   bench_result r;
   r.baseline = "b";

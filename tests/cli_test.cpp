@@ -111,6 +111,7 @@ TEST(Cli, BadArgumentsAndInputNameTheProblem) {
              " --policy vram --device sim"),
          1, "nan.csv:2");
   expect(run("simulate nosuch -o " + write_file("x.vtrace", "")), 2, "unknown workload 'nosuch'");
+  expect(run("bench --device sim --repeat 101"), 2, "bad --repeat 101: from 1 to 100");
 }
 
 TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) {

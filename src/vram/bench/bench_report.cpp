@@ -56,6 +56,7 @@ nlohmann::json to_json(const bench_result& r) {
           {"baseline", r.baseline},
           {"seconds_per_cell", r.seconds},
           {"pairs_per_thread", r.pairs == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.pairs)},
+          {"repeat", r.repeat},
           {"sizes", r.sizes},
           {"threads", r.threads},
           {"allocators", r.allocators},
@@ -67,6 +68,10 @@ std::string format_table(const bench_result& r) {
   std::string out = fmt::format("vram bench on {}, {}\n", r.device, r.date);
   out += fmt::format("each thread allocates and frees one block, over and over, for {} s per cell{}; threads start together\n",
                      r.seconds, r.pairs == 0 ? "" : fmt::format(" or {} pairs", r.pairs));
+  if (r.repeat > 1) {
+    out += fmt::format("every cell ran {} times, in turn with the others; each row is its run with the median pairs/s\n",
+                       r.repeat);
+  }
   out += fmt::format("ns/pair: per thread, wall clock; pairs/s: all threads; ratio: pairs/s over {}'s in the same "
                      "cell; scaling: pairs/s over 1 thread's;\ncpu ns/pair: per thread, CPU time; cpu: the share of "
                      "the time the threads were on a CPU\n\n", r.baseline);

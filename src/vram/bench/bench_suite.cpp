@@ -73,14 +73,15 @@ void bench_options::check() const {
       throw usage_error(fmt::format("bad thread count {}: from 1 to {}", t, max_threads));
     }
   }
+  if (repeat > max_repeat) throw usage_error(fmt::format("bad --repeat {}: from 1 to {}", repeat, max_repeat));
   if (!(seconds > 0) || !std::isfinite(seconds)) {
     throw usage_error(fmt::format("bad time per cell {}: a positive number of seconds, e.g. 0.2", seconds));
   }
   const double cells = static_cast<double>(std::max<std::size_t>(sizes.size(), 1)) *
                        static_cast<double>(std::max<std::size_t>(threads.size(), 1));
-  if (seconds * cells > 3600) {
-    throw usage_error(fmt::format("{} s per cell over {} cells per allocator is more than an hour; lower --seconds",
-                                  seconds, cells));
+  if (seconds * cells * std::max(repeat, 1u) > 3600) {
+    throw usage_error(fmt::format("{} s per cell over {} cells per allocator, {} times, is more than an hour; lower "
+                                  "--seconds or --repeat", seconds, cells, std::max(repeat, 1u)));
   }
 }
 
@@ -92,6 +93,8 @@ std::vector<std::size_t> default_sizes(bool simulated) {
   }
   return s;
 }
+
+unsigned default_repeat(bool simulated) { return simulated ? 3 : 1; }
 
 std::vector<unsigned> default_threads(bool simulated) {
   if (simulated) return {1, 2};
@@ -138,6 +141,7 @@ bench_plan plan_for(device& dev, const bench_options& o) {
   p.threads = o.threads.empty() ? default_threads(sim) : o.threads;
   p.seconds = o.seconds;
   p.pairs = o.pairs;
+  p.repeat = o.repeat == 0 ? default_repeat(sim) : o.repeat;
   device* d = &dev;
   auto vram_pool = [d] {
     return make_resource_target("vram", std::make_unique<pool_resource>(*d), sharing::concurrent);
@@ -212,6 +216,53 @@ void bench_result::validate() const {
   }
 }
 
+bench_row median_run(std::vector<bench_row> runs) {
+  if (runs.empty()) throw invariant_error("bench: a cell with no run");
+  const auto failed = std::find_if(runs.begin(), runs.end(), [](const bench_row& x) { return !x.error.empty(); });
+  if (failed != runs.end()) return *failed;
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const bench_row& x, const bench_row& y) { return x.pairs_per_second < y.pairs_per_second; });
+  return runs[(runs.size() - 1) / 2];
+}
+
+namespace {
+
+/// One run of one cell: a fresh allocator, measured; a failure becomes the row's error.
+bench_row run_cell(const allocator_entry& a, std::size_t bytes, unsigned t, const bench_plan& plan,
+                   std::vector<std::string>& notes) {
+  bench_row row;
+  row.allocator = a.name;
+  row.bytes = bytes;
+  row.threads = t;
+  try {
+    std::unique_ptr<bench_target> target = a.make();
+    if (std::string note = target->note(); !note.empty()) {
+      if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(std::move(note));
+    }
+    cell_options o;
+    o.bytes = bytes;
+    o.threads = t;
+    o.seconds = plan.seconds;
+    o.max_pairs = plan.pairs;
+    const cell_result c = measure_cell(*target, o);
+    row.pairs = c.pairs();
+    for (const auto& f : c.threads) row.seconds = std::max(row.seconds, f.seconds);
+    row.ns_per_pair = c.ns_per_pair();
+    row.pairs_per_second = c.pairs_per_second();
+    row.cpu_ns_per_pair = c.cpu_ns_per_pair();
+    row.cpu_share = c.cpu_share();
+    detail::keep(c.folded);
+  } catch (const usage_error&) {
+    throw;
+  } catch (const error& e) {
+    row.error = e.what();
+    row.ns_per_pair = row.pairs_per_second = row.cpu_ns_per_pair = row.cpu_share = nan;
+  }
+  return row;
+}
+
+}  // namespace
+
 bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& progress) {
   bench_result r;
   r.device = dev.name();
@@ -228,45 +279,28 @@ bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& p
                       "bookkeeping, with no driver time)");
   }
 
-  const std::size_t total = plan.sizes.size() * plan.threads.size() * plan.allocators.size();
+  const std::size_t cells = plan.sizes.size() * plan.threads.size() * plan.allocators.size();
+  const unsigned rounds = std::max(plan.repeat, 1u);
+  r.repeat = rounds;
+  std::vector<std::vector<bench_row>> runs(cells);  // each cell's rows, one a round
   std::size_t done = 0;
-  for (std::size_t bytes : plan.sizes) {
-    for (unsigned t : plan.threads) {
-      for (const auto& a : plan.allocators) {
-        if (progress) progress(done, total, fmt::format("{} {} x {}", a.name, size_label(bytes), t));
-        bench_row row;
-        row.allocator = a.name;
-        row.bytes = bytes;
-        row.threads = t;
-        try {
-          std::unique_ptr<bench_target> target = a.make();
-          if (std::string note = target->note(); !note.empty()) {
-            if (std::find(r.notes.begin(), r.notes.end(), note) == r.notes.end()) r.notes.push_back(std::move(note));
+  for (unsigned round = 0; round < rounds; ++round) {
+    std::size_t cell = 0;
+    for (std::size_t bytes : plan.sizes) {
+      for (unsigned t : plan.threads) {
+        for (const auto& a : plan.allocators) {
+          if (progress) {
+            progress(done, cells * rounds,
+                     fmt::format("{} {} x {}{}", a.name, size_label(bytes), t,
+                                 rounds > 1 ? fmt::format(", round {}/{}", round + 1, rounds) : std::string()));
           }
-          cell_options o;
-          o.bytes = bytes;
-          o.threads = t;
-          o.seconds = plan.seconds;
-          o.max_pairs = plan.pairs;
-          const cell_result c = measure_cell(*target, o);
-          row.pairs = c.pairs();
-          for (const auto& f : c.threads) row.seconds = std::max(row.seconds, f.seconds);
-          row.ns_per_pair = c.ns_per_pair();
-          row.pairs_per_second = c.pairs_per_second();
-          row.cpu_ns_per_pair = c.cpu_ns_per_pair();
-          row.cpu_share = c.cpu_share();
-          detail::keep(c.folded);
-        } catch (const usage_error&) {
-          throw;
-        } catch (const error& e) {
-          row.error = e.what();
-          row.ns_per_pair = row.pairs_per_second = row.cpu_ns_per_pair = row.cpu_share = nan;
+          runs[cell++].push_back(run_cell(a, bytes, t, plan, r.notes));
+          ++done;
         }
-        r.rows.push_back(std::move(row));
-        ++done;
       }
     }
   }
+  for (auto& cell_runs : runs) r.rows.push_back(median_run(std::move(cell_runs)));
   derive_ratios(r);
   // glibc's small blocks come from a per-thread cache that never waits: its threads off the CPU means other
   // work had the cores.

@@ -34,6 +34,7 @@ struct bench_options {
   std::vector<unsigned> threads;
   double seconds = 0.2;     // per cell, after warm-up
   std::uint64_t pairs = 0;  // per thread and cell; 0: time alone
+  unsigned repeat = 0;      // runs of every cell, the median kept; 0: the device's default
 
   /// @brief @throws usage_error for a zero size, a thread count of 0 or above max_threads, a time that is
   /// not positive and finite, or more than an hour in all.
@@ -46,6 +47,9 @@ inline constexpr unsigned max_threads = 1024;
 std::vector<std::size_t> default_sizes(bool simulated);
 /// @brief 1, 2 on the simulated device; 1, 4, 16 on a GPU.
 std::vector<unsigned> default_threads(bool simulated);
+/// @brief 3 on the simulated device (a shared host's noise), 1 on a GPU (where each cell runs long enough).
+unsigned default_repeat(bool simulated);
+inline constexpr unsigned max_repeat = 100;
 
 /// @brief "512,4K,64KiB,1M" into sizes. @throws usage_error for an empty list or item, a bad or zero size.
 std::vector<std::size_t> parse_size_list(std::string_view list);
@@ -65,6 +69,7 @@ struct bench_plan {
   std::vector<unsigned> threads;
   double seconds = 0.2;
   std::uint64_t pairs = 0;
+  unsigned repeat = 1;   // each cell runs this many times, in turn with every other cell; its median run is kept
   std::string baseline;  // the allocator whose pairs/s each row's ratio divides by
   std::vector<allocator_entry> allocators;
 };
@@ -98,6 +103,7 @@ struct bench_result {
   std::string baseline;
   double seconds = 0;
   std::uint64_t pairs = 0;
+  unsigned repeat = 1;
   std::vector<std::size_t> sizes;
   std::vector<unsigned> threads;
   std::vector<std::string> allocators;
@@ -111,13 +117,19 @@ struct bench_result {
   void validate() const;
 };
 
+/// @brief Of one cell's runs, the one with the median pairs/s (the lower middle one for an even count), whole,
+/// so its figures agree with each other; the first failed run instead, when one failed.
+/// @throws invariant_error for no runs.
+bench_row median_run(std::vector<bench_row> runs);
+
 /// @brief Fills every row's ratio and scaling from the other rows (NaN where the divisor is missing/failed).
 void derive_ratios(bench_result& r);
 
 /// @brief Called before each cell: cells done, cells in all, and the cell about to run ("vram 4 KiB x 2").
 using progress_fn = std::function<void(std::size_t done, std::size_t total, const std::string& cell)>;
 
-/// @brief Runs every cell of @p plan on @p dev and returns the rows with their ratios.
+/// @brief Runs every cell of @p plan on @p dev, plan.repeat rounds of all cells, and returns for each cell the
+/// round with the median pairs/s (a cell that failed in any round gives that round's error), with ratios.
 bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& progress = {});
 
 /// @brief "512 B", "4 KiB", "64 MiB", "1 GiB": exact sizes in the largest unit that divides them.

@@ -1,4 +1,4 @@
-// `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--json]
+// `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--repeat R] [--json]
 // [--json-file PATH]`: how fast
 // allocators allocate and free one cached block, from 1 and from several threads, side by side in one run
 // (src/vram/bench/bench_suite.hpp): on the simulated device vram's pool against glibc's malloc; on a GPU
@@ -30,6 +30,7 @@ struct bench_args {
   std::string threads;
   double seconds = 0.2;
   std::uint64_t pairs = 0;
+  unsigned repeat = 0;
   bool json = false;
   std::string json_file;
 };
@@ -49,6 +50,7 @@ std::string command_line(const bench_args& a) {
   if (!a.threads.empty()) out += " --threads " + a.threads;
   out += fmt::format(" --seconds {}", a.seconds);
   if (a.pairs != 0) out += fmt::format(" --pairs {}", a.pairs);
+  if (a.repeat != 0) out += fmt::format(" --repeat {}", a.repeat);
   if (a.json) out += " --json";
   if (!a.json_file.empty()) out += " --json-file " + a.json_file;
   return out;
@@ -60,6 +62,7 @@ void run_bench_command(const bench_args& a) {
   if (!a.threads.empty()) o.threads = bench::parse_thread_list(a.threads);
   o.seconds = a.seconds;
   o.pairs = a.pairs;
+  o.repeat = a.repeat;
   o.check();  // before opening a GPU
   std::ofstream json_out;
   if (!a.json_file.empty()) {
@@ -104,6 +107,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seconds", a->seconds, "Time per cell, after warm-up")->capture_default_str();
   cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
       ->capture_default_str();
+  cmd->add_option("--repeat", a->repeat,
+                  "Runs of every cell, in turn, the median kept (default sim: 3; GPU: 1)");
   cmd->add_flag("--json", a->json, "Print a JSON object");
   cmd->add_option("--json-file", a->json_file, "Also write the JSON object to this file");
   cmd->callback([a] { run_bench_command(*a); });
