@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "vram/core/error.hpp"
@@ -200,11 +201,22 @@ TEST(Pool, BlocksInAnotherLiveThreadsCacheServeARequestWhenMemoryRunsOut) {
 TEST(Pool, TheBlockTableGrowsWithoutLosingAState) {
   // 1024 slots to start, grown once half are used: 3000 live blocks make it grow (at least twice); the freed
   // half then sit in the thread cache as `cached`, and every state must have survived the moves.
+  // Eight 4 KiB blocks sit in the thread's cache across the growths: they must come back from it, and be
+  // freed again, with their states found in the new tables.
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
+  std::vector<device_ptr> early;
+  for (int i = 0; i < 8; ++i) early.push_back(pool.allocate(4 * KiB));
+  for (device_ptr p : early) pool.deallocate(p, 4 * KiB);
   std::vector<device_ptr> blocks;
   for (int i = 0; i < 3000; ++i) blocks.push_back(pool.allocate(512));
   EXPECT_GE(pool.stats().hot_path_stops, 2u);
+  std::vector<device_ptr> again;
+  for (int i = 0; i < 8; ++i) again.push_back(pool.allocate(4 * KiB));
+  EXPECT_EQ(std::set<device_ptr>(again.begin(), again.end()), std::set<device_ptr>(early.begin(), early.end()));
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 0u);
+  for (device_ptr p : again) pool.deallocate(p, 4 * KiB);
+  for (device_ptr p : again) EXPECT_THROW(pool.deallocate(p, 4 * KiB), usage_error);
   for (int i = 0; i < 3000; i += 2) pool.deallocate(blocks[static_cast<std::size_t>(i)], 512);
   pool.validate();  // cached blocks in the table == bytes in the caches; live + cached == arena in use
   for (int i = 0; i < 3000; i += 2) EXPECT_THROW(pool.deallocate(blocks[static_cast<std::size_t>(i)], 512), usage_error);

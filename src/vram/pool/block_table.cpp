@@ -34,7 +34,8 @@ void block_table::insert_live(device_ptr p, std::size_t size) {
   ++live_;
 }
 
-bool block_table::free_live(device_ptr p, std::size_t size, block_state& found, std::size_t& held) noexcept {
+bool block_table::free_live(device_ptr p, std::size_t size, block_state& found, std::size_t& held,
+                            slot*& where) noexcept {
   slot* s = find(p);
   if (s == nullptr) {
     found = block_state::empty;
@@ -46,6 +47,7 @@ bool block_table::free_live(device_ptr p, std::size_t size, block_state& found, 
   found = static_cast<block_state>(w & state_mask);
   if (found != block_state::live || held != size) return false;
   s->word.store(p | static_cast<std::uint64_t>(block_state::cached), std::memory_order_release);
+  where = s;
   return true;
 }
 

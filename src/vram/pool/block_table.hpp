@@ -26,7 +26,12 @@ namespace vram::detail {
 enum class block_state : std::uint64_t { empty = 0, live = 1, cached = 2, gone = 3 };
 
 class block_table {
+  struct slot_rec;
+
  public:
+  /// @brief Where a block's state lives; stays valid until the table grows.
+  using slot = slot_rec;
+
   block_table();
   ~block_table();
 
@@ -39,7 +44,27 @@ class block_table {
   void insert_live(device_ptr p, std::size_t size);
   /// @brief Frees @p p as the program asks: when it is live with rounded size @p size it becomes cached and
   /// the call returns true; otherwise nothing changes, and @p found and @p held say what the table holds.
-  bool free_live(device_ptr p, std::size_t size, block_state& found, std::size_t& held) noexcept;
+  bool free_live(device_ptr p, std::size_t size, block_state& found, std::size_t& held) noexcept {
+    slot* ignored = nullptr;
+    return free_live(p, size, found, held, ignored);
+  }
+  /// @brief As above, and @p where is the block's slot (when it returns true), for mark_live.
+  bool free_live(device_ptr p, std::size_t size, block_state& found, std::size_t& held, slot*& where) noexcept;
+  /// @brief Moves the cached block @p p, whose slot is @p where, to live. pre: the caller owns the block and the
+  /// table has not grown since @p where was had.
+  static void mark_live(slot* where, device_ptr p) noexcept {
+    where->word.store(p | static_cast<std::uint64_t>(block_state::live), std::memory_order_release);
+  }
+  /// @brief The slot of @p p, or null. pre: as transition.
+  slot* find(device_ptr p) const noexcept {
+    const table* t = current_.load(std::memory_order_acquire);
+    for (std::size_t i = hash(p) & t->mask;; i = (i + 1) & t->mask) {
+      slot& s = t->slots[i];
+      const std::uint64_t w = s.word.load(std::memory_order_acquire);
+      if (w == 0) return nullptr;
+      if ((w & ~state_mask) == p) return &s;
+    }
+  }
   /// @brief Moves @p p from state @p from to state @p to. Returns its rounded size, or 0 when @p p is not in
   /// state @p from. pre: the caller owns the block (see above).
   std::size_t transition(device_ptr p, block_state from, block_state to) noexcept;
@@ -60,7 +85,7 @@ class block_table {
 
  private:
   static constexpr std::uint64_t state_mask = 0x7;
-  struct slot {
+  struct slot_rec {
     std::atomic<std::uint64_t> word{0};  // address | state, or 0
     std::atomic<std::uint64_t> size{0};
   };
@@ -70,17 +95,6 @@ class block_table {
     std::unique_ptr<slot[]> slots;
   };
   static std::size_t hash(device_ptr p) noexcept { return static_cast<std::size_t>((p >> 9) * 0x9E3779B97F4A7C15ull >> 20); }
-  /// The slot holding @p p, or null.
-  slot* find(device_ptr p) const noexcept {
-    const table* t = current_.load(std::memory_order_acquire);
-    for (std::size_t i = hash(p) & t->mask;; i = (i + 1) & t->mask) {
-      slot& s = t->slots[i];
-      const std::uint64_t w = s.word.load(std::memory_order_acquire);
-      if (w == 0) return nullptr;
-      if ((w & ~state_mask) == p) return &s;
-    }
-  }
-
   std::unique_ptr<table> owned_;   // the current table
   std::atomic<table*> current_;    // owned_.get(), for readers outside the lock
   std::size_t used_ = 0;           // slots ever filled in the current table (writer only)

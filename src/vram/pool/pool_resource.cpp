@@ -124,9 +124,10 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   const std::size_t rounded = round_up(bytes, 512);
   detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
   if (c != nullptr && c->enter(stop_, asymmetric_)) {
-    const device_ptr p = c->pop(rounded, stream);
+    detail::block_table::slot* slot = nullptr;
+    const device_ptr p = c->pop(rounded, stream, slot);
     if (p != 0) {
-      table_.transition(p, detail::block_state::cached, detail::block_state::live);
+      detail::block_table::mark_live(slot, p);
       c->allocations.store(c->allocations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       c->requested.store(c->requested.load(std::memory_order_relaxed) + static_cast<std::int64_t>(bytes),
                          std::memory_order_relaxed);
@@ -143,7 +144,12 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
     sync_mirrors_locked();  // a failed growth may still have recycled or released handles
     return 0;
   }
-  if (table_.full()) with_threads_stopped_locked([&] { table_.grow(); });
+  if (table_.full()) {
+    with_threads_stopped_locked([&] {
+      table_.grow();
+      for (auto& cache : caches_) cache->rebind([&](device_ptr q) { return table_.find(q); });
+    });
+  }
   table_.insert_live(p, rounded);
   ++stats_.allocations;
   stats_.requested_bytes += bytes;
@@ -188,12 +194,13 @@ void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id str
   std::size_t held = 0;
   detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
   if (c != nullptr && c->enter(stop_, asymmetric_)) {
-    if (!table_.free_live(p, rounded, found, held)) {
+    detail::block_table::slot* slot = nullptr;
+    if (!table_.free_live(p, rounded, found, held, slot)) {
       c->leave();
       bad_free(p, bytes, found, held);
     }
     // Blocks named by record_stream() take the slow path, which holds them for those streams' work.
-    if (recorded_count_.load(std::memory_order_acquire) == 0 && c->push(p, rounded, stream)) {
+    if (recorded_count_.load(std::memory_order_acquire) == 0 && c->push(p, rounded, stream, slot)) {
       c->frees.store(c->frees.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       c->requested.store(c->requested.load(std::memory_order_relaxed) - static_cast<std::int64_t>(bytes),
                          std::memory_order_relaxed);

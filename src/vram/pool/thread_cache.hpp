@@ -17,6 +17,7 @@
 
 #include "vram/core/types.hpp"
 #include "vram/pool/asymmetric_fence.hpp"
+#include "vram/pool/block_table.hpp"
 
 namespace vram::detail {
 
@@ -24,6 +25,7 @@ struct cache_entry {
   device_ptr ptr;
   std::size_t size;  // rounded
   stream_id stream;
+  block_table::slot* slot;  // the block's state, so taking it back needs no search of the table
 };
 
 class alignas(64) thread_cache {  // aligned: two threads' caches never share a cache line
@@ -63,17 +65,20 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
 
   /// @brief A cached block of exactly @p size freed on @p stream, or 0. pre: entered, or the owner outside
   /// the hot path, or the stopped threads' waiter.
-  device_ptr pop(std::size_t size, stream_id stream) noexcept {
+  /// @p slot: the block's slot in the table, as push() was given it.
+  device_ptr pop(std::size_t size, stream_id stream, block_table::slot*& slot) noexcept {
     if (size <= bins * 512) {
       auto& bin = small_[size / 512 - 1];
       if (bin.count == 0 || bin.items[bin.count - 1].stream != stream) return 0;
-      const device_ptr p = bin.items[--bin.count].ptr;
+      const bin_entry& e = bin.items[--bin.count];
+      slot = e.slot;
       take(size);
-      return p;
+      return e.ptr;
     }
     for (std::size_t i = 0; i < large_count_; ++i) {
       if (large_[i].size == size && large_[i].stream == stream) {
         const device_ptr p = large_[i].ptr;
+        slot = large_[i].slot;
         large_[i] = large_[--large_count_];
         take(size);
         return p;
@@ -83,15 +88,15 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
   }
 
   /// @brief Keeps a freed block; false when the cache has no room for it. pre: as pop().
-  bool push(device_ptr p, std::size_t size, stream_id stream) noexcept {
+  bool push(device_ptr p, std::size_t size, stream_id stream, block_table::slot* slot) noexcept {
     if (size <= bins * 512) {
       auto& bin = small_[size / 512 - 1];
       if (bin.count == per_bin || small_bytes_ + size > byte_limit_) return false;
-      bin.items[bin.count++] = {p, stream};
+      bin.items[bin.count++] = {p, stream, slot};
       small_bytes_ += size;
     } else {
       if (large_count_ == large_slots) return false;
-      large_[large_count_++] = {p, size, stream};
+      large_[large_count_++] = {p, size, stream, slot};
     }
     cached_bytes_.store(cached_bytes_.load(std::memory_order_relaxed) + size, std::memory_order_relaxed);
     return true;
@@ -101,13 +106,21 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
   void drain(std::vector<cache_entry>& out) {
     for (auto& bin : small_) {
       const std::size_t size = static_cast<std::size_t>(&bin - small_.data() + 1) * 512;
-      for (std::uint32_t i = 0; i < bin.count; ++i) out.push_back({bin.items[i].ptr, size, bin.items[i].stream});
+      for (std::uint32_t i = 0; i < bin.count; ++i) out.push_back({bin.items[i].ptr, size, bin.items[i].stream, bin.items[i].slot});
       bin.count = 0;
     }
     for (std::size_t i = 0; i < large_count_; ++i) out.push_back(large_[i]);
     large_count_ = 0;
     small_bytes_ = 0;
     cached_bytes_.store(0, std::memory_order_relaxed);
+  }
+
+  /// @brief Points every entry at its block's slot in a new table: @p find(ptr) gives it. pre: as drain().
+  template <class F>
+  void rebind(F&& find) {
+    for (auto& bin : small_)
+      for (std::uint32_t i = 0; i < bin.count; ++i) bin.items[i].slot = find(bin.items[i].ptr);
+    for (std::size_t i = 0; i < large_count_; ++i) large_[i].slot = find(large_[i].ptr);
   }
 
   /// @brief Bytes held; readable from any thread.
@@ -125,6 +138,7 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
   struct bin_entry {
     device_ptr ptr;
     stream_id stream;
+    block_table::slot* slot;
   };
   struct bin {
     std::array<bin_entry, per_bin> items;
