@@ -193,6 +193,7 @@ void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id str
   detail::block_state found = detail::block_state::empty;
   std::size_t held = 0;
   detail::thread_cache* c = options_.thread_cache ? my_cache() : nullptr;
+  std::unique_lock lock(mutex_, std::defer_lock);
   if (c != nullptr && c->enter(stop_, asymmetric_)) {
     detail::block_table::slot* slot = nullptr;
     if (!table_.free_live(p, rounded, found, held, slot)) {
@@ -208,12 +209,12 @@ void pool_resource::do_deallocate(device_ptr p, std::size_t bytes, stream_id str
       return;
     }
     c->leave();
+    lock.lock();
   } else {
-    std::lock_guard lock(mutex_);
+    lock.lock();
     if (!table_.free_live(p, rounded, found, held)) bad_free(p, bytes, found, held);
   }
   // The block is now `cached` and belongs to this call: give it back under the lock.
-  std::lock_guard lock(mutex_);
   std::vector<stream_id> extra;
   if (auto it = recorded_.find(p); it != recorded_.end()) {
     extra = std::move(it->second);
