@@ -81,6 +81,38 @@ TEST(Pool, PastTheCacheBudgetGrowthRecyclesColdHandles) {
   pool.validate();
 }
 
+TEST(Pool, MemoryIsUnmappedOnlyOnceTheWorkOfItsStreamIsComplete) {
+  // The virtual memory calls do not wait for the device: unmapping a handle that a kernel still queued on
+  // the freeing stream will touch would fault. The pool synchronizes that stream first, once.
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain(0.0));
+  const device_ptr a = pool.allocate(3 * MiB, 1);  // as above: h0, h1
+  const device_ptr b = pool.allocate(3 * MiB / 2, 1);
+  dev.hold(1);
+  const event_id kernel = dev.event_create();
+  dev.event_record(kernel, 1);  // work on stream 1 that uses a, still in flight
+  pool.deallocate(a, 3 * MiB, 1);  // one stream: a is free at once, for stream 1's later work
+  EXPECT_FALSE(dev.event_query(kernel));
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
+  // As above, h0 is unmapped to be mapped at the top: stream 1's work must be complete first.
+  pool.allocate(4 * MiB, 1);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 1u);
+  EXPECT_TRUE(dev.event_query(kernel));
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  // b is freed while stream 1 has work in flight again: trim unmaps, so it synchronizes once more; a second
+  // trim finds nothing to unmap and synchronizes nothing.
+  dev.event_record(kernel, 1);
+  pool.deallocate(b, 3 * MiB / 2, 1);
+  pool.trim();
+  EXPECT_TRUE(dev.event_query(kernel));
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 2u);
+  pool.trim();
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 2u);
+  dev.event_destroy(kernel);
+  pool.validate();
+}
+
 TEST(Pool, WithinTheBudgetGrowthCreatesInsteadOfRecycling) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain(10.0));  // up to 11x in use may be cached

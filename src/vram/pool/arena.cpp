@@ -116,6 +116,7 @@ std::uint32_t arena::create_handle(std::size_t bytes) {
 }
 
 void arena::unmap_handle(std::uint32_t idx) {
+  if (before_unmap_) before_unmap_();
   auto& h = handles_[idx];
   zone& z = zone_of(h.va);
   reclaimable_.erase({h.bytes, idx});

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -98,6 +99,10 @@ class arena {
   /// @brief Every mapped free range (warm or cold), by address.
   std::vector<std::pair<device_ptr, std::size_t>> free_ranges() const;
 
+  /// @brief Called before the arena unmaps a handle: the caller makes sure no queued work still uses memory
+  /// it freed (the virtual memory calls do not wait for the device).
+  void set_before_unmap(std::function<void()> fn) { before_unmap_ = std::move(fn); }
+
   /// @brief Checks the granule table, the handles and every free list against each other.
   void validate() const;
 
@@ -146,6 +151,7 @@ class arena {
   std::size_t mapped_ = 0;
   std::size_t in_use_ = 0;
   arena_counters counters_;
+  std::function<void()> before_unmap_;
 };
 
 }  // namespace vram::detail

@@ -71,7 +71,14 @@ pool_resource::pool_resource(device& dev, pool_options options)
       id_(next_pool_id.fetch_add(1)),
       asymmetric_(options.membarrier && detail::asymmetric_fences()),
       arena_(dev, arena_settings(options)),
-      alive_(std::make_shared<int>(0)) {}
+      alive_(std::make_shared<int>(0)) {
+  // Blocks freed without an event (one stream so far) may still be used by work queued on their stream, and
+  // unmapping does not wait for the device: such streams are synchronized before the arena unmaps anything.
+  arena_.set_before_unmap([this] {
+    for (auto s : unsynchronized_) device_->stream_synchronize(s);
+    unsynchronized_.clear();
+  });
+}
 
 pool_resource::~pool_resource() {
   alive_.reset();
@@ -248,6 +255,8 @@ void pool_resource::release_locked(device_ptr p, std::size_t rounded, stream_id 
   table_.transition(p, detail::block_state::cached, detail::block_state::gone);
   if (!multi_stream_ && extra.empty()) {
     arena_.deallocate(p, rounded);
+    if (std::find(unsynchronized_.begin(), unsynchronized_.end(), stream) == unsynchronized_.end())
+      unsynchronized_.push_back(stream);
     return;
   }
   pending_free f{p, rounded, stream, {}};
@@ -289,6 +298,7 @@ void pool_resource::note_stream_locked(stream_id stream) {
   // finished their queued work it is safe for any stream. This happens once.
   for (auto s : streams_)
     if (s != stream) device_->stream_synchronize(s);
+  unsynchronized_.clear();
   multi_stream_ = true;
 }
 

@@ -10,7 +10,9 @@
 //  - Stream order: a cached block is reused only on the stream it was freed on. Once a second stream is
 //    seen, a block leaving a cache is held until an event recorded on its stream at the free completes (and
 //    on every stream record_stream() named); the first time a new stream appears the streams used so far are
-//    synchronized once, so memory freed before that point is safe for it. Never a device-wide synchronize.
+//    synchronized once, so memory freed before that point is safe for it. cuMemUnmap does not wait for the
+//    device, so before the arena unmaps a handle the streams that freed into it without an event are
+//    synchronized (once per such stream and unmap point). Never a device-wide synchronize.
 //  - Limits and release: set_limit(), trim(); when the device refuses, caches are flushed, pending frees
 //    waited for, cold handles recycled, and the request retried before it fails.
 // See docs/pool.md for the design and the measurements behind its settings.
@@ -126,6 +128,7 @@ class pool_resource final : public memory_resource {
   std::shared_ptr<int> alive_;                                  // threads hold weak_ptrs to it
   std::set<stream_id> streams_;
   bool multi_stream_ = false;
+  std::vector<stream_id> unsynchronized_;  // streams that freed into the arena without an event since the last sync
   std::vector<pending_free> pending_;
   std::size_t pending_bytes_ = 0;
   std::vector<event_id> spare_events_;
