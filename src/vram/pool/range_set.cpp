@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vram/core/error.hpp"
 
 namespace vram::detail {
@@ -49,6 +51,41 @@ void range_set::erase(device_ptr addr, std::size_t size) {
   remove(it);
   if (addr > start) add(start, addr - start);
   if (addr + size < start + len) add(addr + size, start + len - (addr + size));
+}
+
+std::size_t range_set::erase_within(device_ptr addr, std::size_t size) {
+  const device_ptr end = addr + size;
+  std::size_t removed = 0;
+  auto it = by_addr_.upper_bound(addr);
+  if (it != by_addr_.begin()) --it;
+  while (it != by_addr_.end() && it->first < end) {
+    const device_ptr start = it->first;
+    const device_ptr stop = start + it->second;
+    auto next = std::next(it);
+    if (stop > addr) {
+      remove(it);
+      if (start < addr) add(start, addr - start);
+      if (stop > end) add(end, stop - end);
+      removed += std::min(stop, end) - std::max(start, addr);
+    }
+    it = next;
+  }
+  return removed;
+}
+
+bool range_set::overlaps(device_ptr addr, std::size_t size) const {
+  auto it = by_addr_.lower_bound(addr + size);  // first range starting at or past the end
+  if (it == by_addr_.begin()) return false;
+  --it;
+  return it->first + it->second > addr;
+}
+
+std::optional<device_ptr> range_set::find_best_fit(std::size_t size, std::size_t align) const {
+  for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it) {
+    const device_ptr at = round_up(it->second, align);
+    if (at + size <= it->second + it->first) return at;
+  }
+  return std::nullopt;
 }
 
 std::optional<device_ptr> range_set::take_best_fit(std::size_t size, std::size_t align) {

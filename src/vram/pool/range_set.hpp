@@ -24,6 +24,19 @@ class range_set {
   /// @brief Takes the smallest range (lowest address on ties) that holds @p size bytes at an address that is a
   /// multiple of @p align, carves the block from it and returns the block's address; none when no range fits.
   std::optional<device_ptr> take_best_fit(std::size_t size, std::size_t align = 512);
+  /// @brief Removes whatever part of the set lies in [addr, addr + size); returns the bytes removed.
+  std::size_t erase_within(device_ptr addr, std::size_t size);
+  /// @brief Calls fn(addr, size) for each range of at least @p size bytes, smallest first (lowest address on
+  /// ties), until fn returns false.
+  template <class F>
+  void for_each_fit(std::size_t size, F&& fn) const {
+    for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it)
+      if (!fn(it->second, it->first)) return;
+  }
+  /// @brief Whether any range of the set meets [addr, addr + size).
+  bool overlaps(device_ptr addr, std::size_t size) const;
+  /// @brief Where take_best_fit would place @p size bytes, without taking them.
+  std::optional<device_ptr> find_best_fit(std::size_t size, std::size_t align = 512) const;
   /// @brief The range containing @p addr, if any.
   std::optional<std::pair<device_ptr, std::size_t>> containing(device_ptr addr) const;
 
