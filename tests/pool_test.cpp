@@ -315,11 +315,15 @@ TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
   }
   EXPECT_EQ(pool.stats().failed_allocations, 2u);
   pool.deallocate(a, 6 * MiB);
-  // The freed 6 MiB handle is cold: a 4 MiB request now fits inside it, no new memory.
+  // The freed 6 MiB handle is cold, and 4 MiB would fit inside it; but so close to the limit the pool holds
+  // no more than it must: rather than pin 6 MiB for a 4 MiB block it gives the handle back and maps a 4 MiB
+  // one at the top of the zone (the address after the old handle's).
   const device_ptr b = pool.allocate(4 * MiB);
-  EXPECT_EQ(b, a);
-  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  EXPECT_EQ(b, a + 6 * MiB);
+  EXPECT_EQ(pool.reserved_bytes(), 4 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 1u);
   pool.deallocate(b, 4 * MiB);
+  pool.validate();
 }
 
 TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
@@ -328,8 +332,12 @@ TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
   pool_resource pool(dev, plain(100.0));  // never recycles for the budget's sake: only when the device refuses
   const device_ptr a = pool.allocate(6 * MiB);  // 3 handles at [0, 6) MiB
   const device_ptr b = pool.allocate(4 * MiB);  // 2 handles at [6, 10) MiB
-  EXPECT_EQ(pool.try_allocate(8 * MiB), 0u);    // 10 + 8 > 16, and nothing is free
+  // 10 + 8 > 16, and nothing is free: three handles are made for it, the fourth is refused, and the three go
+  // back to the device, so a failed request holds nothing.
+  EXPECT_EQ(pool.try_allocate(8 * MiB), 0u);
   EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 1u);
+  EXPECT_EQ(pool.reserved_bytes(), 10 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 3u);
   pool.deallocate(a, 6 * MiB);
   // 8 MiB fits not in a's cold 6 MiB, and b ends the mapped memory, so 8 MiB is mapped at the top: three new
   // handles fill the device, the fourth is refused, so a's 3 cold handles are unmapped, one is mapped at the
@@ -338,7 +346,7 @@ TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
   EXPECT_EQ(c, b + 4 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 12 * MiB);
   EXPECT_EQ(calls(dev, device_call::mem_unmap), 3u);
-  EXPECT_EQ(calls(dev, device_call::mem_release), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 3u + 2u);
   EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 2u);
   pool.deallocate(b, 4 * MiB);
   pool.deallocate(c, 8 * MiB);

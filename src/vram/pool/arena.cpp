@@ -1,10 +1,11 @@
-// The arena's placement, growth, recycling and release of physical memory; see arena.hpp for the policy.
+// The arena's bookkeeping: handles and their views, which granules live blocks touch, recycling and
+// release of cold handles, trim, and validate(). Growth, the placement of blocks that need memory mapped,
+// is in arena_growth.cpp; see arena.hpp for the policy.
 #include "vram/pool/arena.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 
 #include "vram/core/error.hpp"
 #include "vram/device/device.hpp"
@@ -25,11 +26,10 @@ arena::arena(device& dev, arena_options options)
 }
 
 arena::~arena() {
-  for (auto& h : handles_) {
-    if (!h.in_use) continue;
-    if (h.va != 0) device_->mem_unmap(h.va, h.bytes);
-    device_->mem_release(h.h);
-  }
+  for (const auto& v : views_)
+    if (v.handle != none) device_->mem_unmap(v.va, handles_[v.handle].bytes);
+  for (const auto& h : handles_)
+    if (h.in_use) device_->mem_release(h.h);
   device_->address_free(base_, span());
 }
 
@@ -52,45 +52,32 @@ free_space arena::free_memory() const noexcept {
   return f;
 }
 
-// A handle that a live block touches is busy; one that none touches is cold (reclaimable).
+// A handle that a live block touches (through any view) is busy; one that none touches is cold.
 void arena::touch(device_ptr p, std::size_t size) {
   for (std::size_t g = granule_of(p), last = granule_of(p + size - 1); g <= last; ++g) {
     if (granules_[g].live++ != 0) continue;
-    const std::uint32_t idx = granules_[g].handle;
-    if (handles_[idx].busy++ == 0) reclaimable_.erase({handles_[idx].bytes, idx});
+    const std::uint32_t idx = views_[granules_[g].view].handle;
+    if (handles_[idx].busy++ == 0) {
+      reclaimable_.erase({handles_[idx].bytes, idx});
+      cold_bytes_ -= handles_[idx].bytes;
+    }
   }
 }
 
 void arena::untouch(device_ptr p, std::size_t size) {
   for (std::size_t g = granule_of(p), last = granule_of(p + size - 1); g <= last; ++g) {
     if (--granules_[g].live != 0) continue;
-    const std::uint32_t idx = granules_[g].handle;
-    if (--handles_[idx].busy == 0) reclaimable_.insert({handles_[idx].bytes, idx});
+    const std::uint32_t idx = views_[granules_[g].view].handle;
+    if (--handles_[idx].busy == 0) {
+      reclaimable_.insert({handles_[idx].bytes, idx});
+      cold_bytes_ += handles_[idx].bytes;
+    }
   }
-}
-
-device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size_t zi) {
-  const auto p = zones_[zi].free.take_best_fit(size, align);
-  if (!p) return 0;
-  in_use_ += size;
-  touch(*p, size);
-  return *p;
-}
-
-device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
-  std::optional<device_ptr> p = zones_[zi].free.take_best_fit(size, align);
-  if (!p) {
-    p = grow(size, align, zi);
-    if (*p == 0) return 0;
-  }
-  in_use_ += size;
-  touch(*p, size);
-  return *p;
 }
 
 void arena::deallocate(device_ptr p, std::size_t size) {
   in_use_ -= size;
-  zone_of(p).free.insert(p, size);
+  free_insert(p, size);
   untouch(p, size);
 }
 
@@ -105,31 +92,83 @@ std::uint32_t arena::new_slot() {
 }
 
 std::uint32_t arena::create_handle(std::size_t bytes) {
-  if (options_.limit != 0 && reserved_ + bytes > options_.limit) return no_handle;  // as if the device were full
+  if (options_.limit != 0 && reserved_ + bytes > options_.limit) return none;  // as if the device were full
   const phys_handle h = device_->mem_create(bytes);
-  if (h == 0) return no_handle;
+  if (h == 0) return none;
   const auto s = new_slot();
-  handles_[s] = handle_rec{h, 0, bytes, 0, true};
+  handles_[s] = handle_rec{h, bytes, 0, true, {}};
   reserved_ += bytes;
   ++counters_.handles_created;
   return s;
 }
 
+// Maps the handle whole at va as a new view. The caller says which of its bytes the view owns (free-listing
+// them or placing a block there) and marks the rest foreign.
+std::uint32_t arena::map_view(std::uint32_t idx, device_ptr va) {
+  auto& h = handles_[idx];
+  device_->mem_map(va, h.bytes, h.h);
+  device_->set_access(va, h.bytes);
+  std::uint32_t v;
+  if (!free_views_.empty()) {
+    v = free_views_.back();
+    free_views_.pop_back();
+  } else {
+    v = static_cast<std::uint32_t>(views_.size());
+    views_.emplace_back();
+  }
+  views_[v] = view_rec{idx, va};
+  zone_of(va).unmapped.erase(va, h.bytes);
+  for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = v;
+  gaps_changed(va, va + h.bytes);
+  if (h.views.empty()) {
+    mapped_ += h.bytes;
+    reclaimable_.insert({h.bytes, idx});  // cold until the caller places a block on it
+    cold_bytes_ += h.bytes;
+  } else {
+    ++counters_.aliases_mapped;
+  }
+  h.views.push_back(v);
+  ++counters_.handles_mapped;
+  return v;
+}
+
+// pre: the handle is cold. Every view goes: its owned bytes (all free) leave the free list, its foreign
+// bytes the foreign list, and the handle becomes a spare.
 void arena::unmap_handle(std::uint32_t idx) {
   if (before_unmap_) before_unmap_();
   auto& h = handles_[idx];
-  zone& z = zone_of(h.va);
   reclaimable_.erase({h.bytes, idx});
-  z.free.erase(h.va, h.bytes);
-  device_->mem_unmap(h.va, h.bytes);
-  for (std::size_t g = granule_of(h.va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].handle = no_handle;
-  z.unmapped.insert(h.va, h.bytes);
+  cold_bytes_ -= h.bytes;
+  for (const std::uint32_t v : h.views) {
+    const device_ptr va = views_[v].va;
+    zone& z = zone_of(va);
+    z.free.erase_within(va, h.bytes);
+    z.foreign.erase_within(va, h.bytes);
+    device_->mem_unmap(va, h.bytes);
+    for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
+    z.unmapped.insert(va, h.bytes);
+    gaps_changed(va, va + h.bytes);
+    views_[v] = view_rec{};
+    free_views_.push_back(v);
+    ++counters_.handles_unmapped;
+  }
+  h.views.clear();
   mapped_ -= h.bytes;
-  h.va = 0;
   spare_.emplace(h.bytes, idx);
-  ++counters_.handles_unmapped;
+  spare_bytes_ += h.bytes;
 }
 
+void arena::take_spare(std::uint32_t idx) {
+  for (auto [it, end] = spare_.equal_range(handles_[idx].bytes); it != end; ++it) {
+    if (it->second == idx) {
+      spare_.erase(it);
+      spare_bytes_ -= handles_[idx].bytes;
+      return;
+    }
+  }
+}
+
+// pre: the handle is a spare and no longer in spare_.
 void arena::release_spare(std::uint32_t idx) {
   device_->mem_release(handles_[idx].h);
   reserved_ -= handles_[idx].bytes;
@@ -138,147 +177,25 @@ void arena::release_spare(std::uint32_t idx) {
   free_slots_.push_back(idx);
 }
 
-device_ptr arena::grow(std::size_t size, std::size_t align, std::size_t zi) {
-  ++counters_.growths;
-  zone& z = zones_[zi];
-  // As an expandable segment does, extend the free range that ends where the zone's mapped memory ends, so
-  // the block joins what is free there and only the rest is mapped.
-  const device_ptr zone_end = zone_base(zi) + zone_span_;
-  const auto frontier = z.unmapped.containing(zone_end - 1);
-  const device_ptr top = frontier ? frontier->first : zone_end;
-  std::size_t tail = 0;
-  if (align <= 512 && frontier && top > zone_base(zi)) {
-    if (auto f = z.free.containing(top - 1)) tail = top - f->first;
-    if (tail >= size) tail = 0;  // cannot happen (best fit would have taken it); keep the plain path
-  }
-  const std::size_t need = round_up(size - tail, granularity_);
-  // The block's whole granules in handles of their own, its partial last granule in another: when the block
-  // is freed its own handles turn cold at once, whatever lands beside it.
-  const std::size_t whole = (size - tail) / granularity_ * granularity_;
-
-  std::vector<std::uint32_t> use;  // handles to map side by side
-  std::size_t have = 0;
-  auto take_spare = [&](std::multimap<std::size_t, std::uint32_t>::iterator it) {
-    have += it->first;
-    use.push_back(it->second);
-    spare_.erase(it);
-  };
-  // Spares first: they cost no creation. The smallest that covers the rest, else the largest ones.
-  auto cover_from_spares = [&] {
-    while (have < need && !spare_.empty()) {
-      auto it = spare_.lower_bound(need - have);
-      take_spare(it != spare_.end() ? it : std::prev(spare_.end()));
-    }
-  };
-  // Handles under the free tail this block extends stay where they are.
-  auto in_tail = [&](std::uint32_t idx) {
-    return tail > 0 && handles_[idx].va < top && handles_[idx].va + handles_[idx].bytes > top - tail;
-  };
-  // Recycling: unmap cold handles into spares, the smallest that covers the rest, else the largest ones.
-  auto reclaim = [&](std::size_t want) {
-    std::size_t got = 0;
-    while (got < want && !reclaimable_.empty()) {
-      auto pick = reclaimable_.lower_bound({want - got, 0});
-      while (pick != reclaimable_.end() && in_tail(pick->second)) ++pick;
-      if (pick == reclaimable_.end()) {
-        for (auto r = reclaimable_.rbegin(); r != reclaimable_.rend(); ++r) {
-          if (!in_tail(r->second)) {
-            pick = std::prev(r.base());
-            break;
-          }
-        }
-        if (pick == reclaimable_.end()) break;
-      }
-      got += pick->first;
-      unmap_handle(pick->second);
-    }
-  };
-  auto give_back = [&] {
-    for (auto s : use) spare_.emplace(handles_[s].bytes, s);
-    use.clear();
-    have = 0;
-  };
-
-  cover_from_spares();
-  const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
-  if (have < need && static_cast<double>(reserved_ + (need - have)) > budget) {
-    reclaim(need - have);
-    cover_from_spares();
-  }
-  bool recovering = false;
-  while (have < need) {
-    std::size_t want = need - have;
-    if (have == 0 && whole > 0 && whole < need) want = whole;
-    want = std::min(want, handle_cap());
-    const auto idx = create_handle(want);
-    if (idx != no_handle) {
-      have += handles_[idx].bytes;
-      use.push_back(idx);
-      continue;
-    }
-    // Refused: recycle every cold handle, release the spares this growth cannot use, and retry once.
-    if (recovering) {
-      give_back();
-      return 0;
-    }
-    recovering = true;
-    ++counters_.out_of_memory_recoveries;
-    reclaim(SIZE_MAX);
-    cover_from_spares();
-    while (!spare_.empty()) {
-      release_spare(spare_.begin()->second);
-      spare_.erase(spare_.begin());
-    }
-  }
-
-  std::optional<device_ptr> va;
-  if (frontier && frontier->second >= have) {
-    va = top;
-    z.unmapped.erase(top, have);
-  } else {
-    tail = 0;  // no room at the top: map elsewhere, block at the start
-    va = z.unmapped.take_best_fit(have, granularity_);
-  }
-  if (!va || have < size - tail) {
-    // No address range left that holds the mapping (the zone's range is many times the device, so this takes
-    // a long run of blocks drifting upward): fail this request, keeping the handles as spares.
-    if (va) z.unmapped.insert(*va, have);
-    give_back();
-    ++counters_.address_space_exhausted;
-    return 0;
-  }
-  device_ptr at = *va;
-  for (auto s : use) {
-    auto& h = handles_[s];
-    device_->mem_map(at, h.bytes, h.h);
-    device_->set_access(at, h.bytes);
-    h.va = at;
-    for (std::size_t g = granule_of(at), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].handle = s;
-    reclaimable_.insert({h.bytes, s});
-    mapped_ += h.bytes;
-    ++counters_.handles_mapped;
-    at += h.bytes;
-  }
-  const device_ptr block = *va - tail;
-  z.free.insert(*va, have);
-  z.free.erase(block, size);
-  return block;
-}
-
 std::size_t arena::trim() {
   const std::size_t before = reserved_;
   while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
   while (!spare_.empty()) {
-    release_spare(spare_.begin()->second);
-    spare_.erase(spare_.begin());
+    const auto idx = spare_.begin()->second;
+    take_spare(idx);
+    release_spare(idx);
   }
   return before - reserved_;
 }
 
 std::vector<arena::handle_view> arena::handles() const {
   std::vector<handle_view> out;
-  for (const auto& h : handles_)
-    if (h.in_use) out.push_back({h.va, h.bytes, h.busy});
+  for (const auto& h : handles_) {
+    if (!h.in_use) continue;
+    handle_view hv{{}, h.bytes, h.busy};
+    for (const auto v : h.views) hv.views.push_back(views_[v].va);
+    out.push_back(std::move(hv));
+  }
   return out;
 }
 
@@ -292,53 +209,88 @@ std::vector<std::pair<device_ptr, std::size_t>> arena::free_ranges() const {
 }
 
 void arena::validate() const {
-  std::size_t reserved = 0, mapped = 0;
+  std::size_t reserved = 0, mapped = 0, view_bytes = 0, spare = 0;
+  std::size_t view_count = 0;
   for (std::uint32_t i = 0; i < handles_.size(); ++i) {
     const auto& h = handles_[i];
     if (!h.in_use) continue;
     reserved += h.bytes;
-    if (h.va == 0) {
+    if (h.views.empty()) {
       if (h.busy != 0) throw invariant_error(fmt::format("arena: spare handle {} has busy granules", i));
+      spare += h.bytes;
       continue;
     }
     mapped += h.bytes;
     std::uint32_t busy = 0;
-    for (std::size_t g = granule_of(h.va), n = h.bytes / granularity_; n > 0; --n, ++g) {
-      if (granules_[g].handle != i)
-        throw invariant_error(fmt::format("arena: granule {} does not point back to handle {}", g, i));
-      busy += granules_[g].live > 0;
+    // Each byte of the handle is owned by exactly one view: gather, per view, the handle offsets that are not
+    // foreign there, and check that together they tile [0, bytes) once.
+    std::vector<std::pair<std::size_t, std::size_t>> owned;  // [from, to) in handle offsets
+    for (const auto v : h.views) {
+      ++view_count;
+      const auto& vr = views_[v];
+      if (vr.handle != i) throw invariant_error(fmt::format("arena: view {} of handle {} names handle {}", v, i, vr.handle));
+      view_bytes += h.bytes;
+      for (std::size_t g = granule_of(vr.va), n = h.bytes / granularity_; n > 0; --n, ++g) {
+        if (granules_[g].view != v)
+          throw invariant_error(fmt::format("arena: granule {} does not point back to view {} of handle {}", g, v, i));
+        busy += granules_[g].live > 0;
+      }
+      const auto& z = zones_[zone_index(vr.va)];
+      std::size_t at = 0;
+      for (const auto& [fa, fl] : z.foreign.ranges()) {
+        if (fa + fl <= vr.va || fa >= vr.va + h.bytes) continue;
+        const std::size_t from = std::max(fa, vr.va) - vr.va, to = std::min(fa + fl, vr.va + h.bytes) - vr.va;
+        if (from > at) owned.emplace_back(at, from);
+        at = to;
+      }
+      if (at < h.bytes) owned.emplace_back(at, h.bytes);
     }
+    std::sort(owned.begin(), owned.end());
+    std::size_t covered = 0;
+    for (const auto& [from, to] : owned) {
+      if (from != covered)
+        throw invariant_error(fmt::format("arena: handle {}: bytes [{}, {}) owned by {} views", i, std::min(from, covered),
+                                          std::max(from, covered), from < covered ? "two" : "no"));
+      covered = to;
+    }
+    if (covered != h.bytes) throw invariant_error(fmt::format("arena: handle {}: bytes from {} owned by no view", i, covered));
     if (busy != h.busy)
       throw invariant_error(fmt::format("arena: handle {} counts {} busy granules, has {}", i, h.busy, busy));
     if ((busy == 0) != (reclaimable_.count({h.bytes, i}) == 1))
       throw invariant_error(fmt::format("arena: handle {}: cold set disagrees with busy = {}", i, busy));
-    if (busy == 0) {
-      const auto& z = zones_[(h.va - base_) / zone_span_];
-      const auto c = z.free.containing(h.va);
-      if (!c || c->first + c->second < h.va + h.bytes)
-        throw invariant_error(fmt::format("arena: cold handle {} not wholly free", i));
-    }
   }
+  std::size_t live_views = 0;
+  for (const auto& v : views_) live_views += v.handle != none;
+  if (live_views != view_count) throw invariant_error(fmt::format("arena: {} views in use, handles name {}", live_views, view_count));
   for (std::size_t g = 0; g < granules_.size(); ++g)
-    if (granules_[g].handle == no_handle && granules_[g].live != 0)
+    if (granules_[g].view == none && granules_[g].live != 0)
       throw invariant_error(fmt::format("arena: unmapped granule {} has live blocks", g));
   if (reserved != reserved_) throw invariant_error(fmt::format("arena: reserved {} but handles hold {}", reserved_, reserved));
   if (mapped != mapped_) throw invariant_error(fmt::format("arena: mapped {} but mapped handles hold {}", mapped_, mapped));
-  std::size_t free = 0, unmapped = 0;
+  if (spare != spare_bytes_) throw invariant_error(fmt::format("arena: spares {} but spare handles hold {}", spare_bytes_, spare));
+  std::size_t free = 0, unmapped = 0, foreign = 0;
   for (const auto& z : zones_) {
     z.free.validate();
     z.unmapped.validate();
+    validate_pieces(static_cast<std::size_t>(&z - zones_.data()));
+    z.foreign.validate();
     free += z.free.total();
     unmapped += z.unmapped.total();
-    for (const auto& [addr, size] : z.free.ranges())
+    foreign += z.foreign.total();
+    for (const auto& [addr, size] : z.free.ranges()) {
       for (std::size_t g = granule_of(addr), last = granule_of(addr + size - 1); g <= last; ++g)
-        if (granules_[g].handle == no_handle)
+        if (granules_[g].view == none)
           throw invariant_error(fmt::format("arena: free range at {:#x} over an unmapped granule", addr));
+      if (z.foreign.overlaps(addr, size))
+        throw invariant_error(fmt::format("arena: free range at {:#x} overlaps foreign memory", addr));
+    }
   }
   if (mapped_ != in_use_ + free)
     throw invariant_error(fmt::format("arena: mapped {} != in use {} + free {}", mapped_, in_use_, free));
-  if (unmapped + mapped_ != span())
-    throw invariant_error(fmt::format("arena: unmapped {} + mapped {} != span {}", unmapped, mapped_, span()));
+  if (view_bytes != mapped_ + foreign)
+    throw invariant_error(fmt::format("arena: views span {} != mapped {} + foreign {}", view_bytes, mapped_, foreign));
+  if (unmapped + view_bytes != span())
+    throw invariant_error(fmt::format("arena: unmapped {} + views {} != span {}", unmapped, view_bytes, span()));
 }
 
 }  // namespace vram::detail

@@ -2,16 +2,31 @@
 // The arena: vram's physical layer. One large virtual range is reserved per device and cut into zones
 // (small blocks in one, larger ones in another, so small blocks never pin the handles under large blocks).
 // Physical memory is created in handles (cuMemCreate) and mapped only where blocks need it. Blocks are
-// placed by best fit at 512-byte granularity into mapped free memory, coalesced across handles. When none
-// fits, the arena maps more,
-// extending the free range at the top of the zone's mapped memory (as an expandable segment does):
-//  - a handle is "cold" when no live block touches any of its granules; cold handles stay mapped (the next
-//    block may land there at no driver cost) until memory is wanted elsewhere;
-//  - growth creates new handles while reserved memory stays within (1 + max_cached_ratio) x the bytes in
-//    use; past that it first unmaps cold handles, of any zone, and maps them again where the new block goes
-//    ("stitching"), so free memory anywhere serves a request anywhere;
-//  - when the device (or the limit) refuses, it recycles every cold handle, releases those it cannot use,
-//    and retries before failing.
+// placed by best fit at 512-byte granularity into mapped free memory, coalesced across handles.
+//
+// Words (see also core/types.hpp):
+//  - a *view* is one mapping of a handle, whole, at a granule-aligned address. A handle usually has one view;
+//    it has more when growth placed a block's partial first or last granule in a free part of it (below).
+//  - every byte of a handle is *owned* by exactly one of its views: at that view's address it is either in a
+//    block or in the zone's free list. At its other views the same byte is *foreign*: mapped, but never
+//    handed out there. So no byte is ever reachable through two free lists.
+//  - a handle is *cold* when no live block touches any granule of any of its views. Cold handles stay
+//    mapped (the next block may land there at no driver cost) until memory is wanted elsewhere.
+//
+// Growth, when no mapped free range fits (arena_growth.cpp): the block is placed where it needs the fewest
+// bytes of memory mapped anew, over
+//  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
+//  - every hole between mapped ranges, using the free memory on one or both sides of it (left- or
+//    right-aligned) and mapping handles into the gap;
+//  - when reserved memory would pass (1 + max_cached_ratio) x the bytes in use, or the device refuses:
+//    also *aliases*. Free memory at the end of a handle (beside unmapped address space) can hold the first
+//    bytes of a block anywhere, and free memory at a handle's start its last bytes: the handle is mapped a
+//    second time so that the piece falls where the block needs it. Blocks then share granules whatever their
+//    addresses, so memory that is free only in parts of granules still serves requests.
+// Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
+// The bytes to map anew come from spare handles, then (past the cache budget) from cold handles unmapped
+// and mapped again where the block goes ("stitching"), then from new handles. When the device (or the
+// limit) refuses, every cold handle is unmapped, the spares released, and the growth planned again.
 // Reserved = bytes of all handles held (mapped or spare). Driver calls go through the device seam only.
 // Not thread-safe: the pool calls it under its lock.
 
@@ -45,15 +60,20 @@ struct arena_options {
   std::size_t limit = 0;
   /// Number of zones (each its own address range and free lists; physical memory is shared).
   std::size_t zones = 1;
+  /// Whether growth may map a handle a second time to use free memory at its ends (aliases).
+  bool aliasing = true;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.
 struct arena_counters {
   std::uint64_t handles_created = 0;
   std::uint64_t handles_released = 0;
-  std::uint64_t handles_mapped = 0;
-  std::uint64_t handles_unmapped = 0;
+  std::uint64_t handles_mapped = 0;    // views mapped, aliases included
+  std::uint64_t handles_unmapped = 0;  // views unmapped
+  std::uint64_t aliases_mapped = 0;    // of the views mapped, those of a handle already mapped elsewhere
   std::uint64_t growths = 0;
+  std::uint64_t hole_growths = 0;              // growths placed in a hole rather than at the top
+  std::uint64_t aliased_growths = 0;           // growths that used a free end of a handle mapped elsewhere
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
 };
@@ -77,6 +97,7 @@ class arena {
 
   std::size_t reserved() const noexcept { return reserved_; }
   std::size_t in_use() const noexcept { return in_use_; }
+  /// @brief Bytes of handles that are mapped (each counted once, however many views it has).
   std::size_t mapped() const noexcept { return mapped_; }
   /// @brief Mapped memory no block uses: its total and the largest range, over all zones.
   free_space free_memory() const noexcept;
@@ -89,9 +110,9 @@ class arena {
   std::size_t limit() const noexcept { return options_.limit; }
   void set_limit(std::size_t bytes) noexcept { options_.limit = bytes; }
 
-  /// @brief Each handle: address (0 when spare), bytes, granules touched by live blocks.
+  /// @brief Each handle: the addresses of its views (none when spare), bytes, granules touched by live blocks.
   struct handle_view {
-    device_ptr va;
+    std::vector<device_ptr> views;
     std::size_t bytes;
     std::uint32_t busy_granules;
   };
@@ -103,36 +124,78 @@ class arena {
   /// it freed (the virtual memory calls do not wait for the device).
   void set_before_unmap(std::function<void()> fn) { before_unmap_ = std::move(fn); }
 
-  /// @brief Checks the granule table, the handles and every free list against each other.
+  /// @brief Checks the granule table, the handles, their views and every free list against each other.
   void validate() const;
 
  private:
-  static constexpr std::uint32_t no_handle = UINT32_MAX;
+  static constexpr std::uint32_t none = UINT32_MAX;
   struct granule {
-    std::uint32_t live = 0;  // live blocks touching this granule
-    std::uint32_t handle = no_handle;
+    std::uint32_t live = 0;     // live blocks touching this granule
+    std::uint32_t view = none;  // the view mapped here
   };
   struct handle_rec {
     phys_handle h = 0;
-    device_ptr va = 0;  // 0 when not mapped
     std::size_t bytes = 0;
-    std::uint32_t busy = 0;  // granules with live > 0
+    std::uint32_t busy = 0;  // granules of its views with live > 0
     bool in_use = false;     // slot holds a handle
+    std::vector<std::uint32_t> views;  // empty when spare
+  };
+  struct view_rec {
+    std::uint32_t handle = none;
+    device_ptr va = 0;
   };
   struct zone {
-    range_set free;      // mapped memory no block uses, coalesced across handles
+    range_set free;      // owned mapped memory no block uses, coalesced across views
     range_set unmapped;  // address space with nothing mapped
+    range_set foreign;   // mapped address space whose bytes another view of the same handle owns
+    // Free memory at the ends of handles beside the gaps (arena_pieces.cpp), kept current as free and
+    // unmapped memory change: a suffix ends where a gap starts, a prefix starts where a gap ends.
+    std::map<device_ptr, std::size_t> suffix_at, prefix_at;  // gap boundary -> bytes of the piece there
+    std::set<std::pair<std::size_t, device_ptr>> suffix_by_len, prefix_by_len;
   };
+  struct piece;  // free memory at one end of a handle (arena_growth.cpp)
+  struct plan;   // one way to place a growing block (arena_growth.cpp)
 
   std::size_t granule_of(device_ptr p) const noexcept { return (p - base_) / granularity_; }
-  zone& zone_of(device_ptr p) noexcept { return zones_[(p - base_) / zone_span_]; }
+  std::size_t zone_index(device_ptr p) const noexcept { return (p - base_) / zone_span_; }
+  zone& zone_of(device_ptr p) noexcept { return zones_[zone_index(p)]; }
+  device_ptr zone_end(std::size_t z) const noexcept { return zone_base(z) + zone_span_; }
+  const view_rec& view_at(device_ptr p) const noexcept { return views_[granules_[granule_of(p)].view]; }
+  std::size_t handle_bytes_at(device_ptr p) const noexcept { return handles_[view_at(p).handle].bytes; }
   void touch(device_ptr p, std::size_t size);
   void untouch(device_ptr p, std::size_t size);
-  device_ptr grow(std::size_t size, std::size_t align, std::size_t z);
+
+  // Pieces (arena_pieces.cpp). Every change of a zone's free memory in [p, q) is followed by
+  // pieces_changed(p, q) (free_insert and free_erase do it), every view mapped or unmapped by gaps_changed.
+  void free_insert(device_ptr p, std::size_t n);
+  void free_erase(device_ptr p, std::size_t n);
+  void pieces_changed(device_ptr p, device_ptr q);
+  void gaps_changed(device_ptr p, device_ptr q);
+  void refresh_point(std::size_t zi, device_ptr x);
+  std::size_t suffix_len(std::size_t zi, device_ptr x) const;
+  std::size_t prefix_len(std::size_t zi, device_ptr x) const;
+  void validate_pieces(std::size_t zi) const;
+
+  // Placement and growth (arena_placement.cpp).
+  void judge_tightness(std::size_t size) noexcept;
+  std::size_t pinned_by(device_ptr p, std::size_t size) const;
+  plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
+  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous) const;
+  void take(const plan& p, std::size_t size, std::size_t zi);
+  void note_growth(const plan& p, device_ptr block, std::size_t size);
+  device_ptr carry_out(const plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen, bool& refused);
+  bool acquire(const plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,
+               std::size_t& have);
+  void reclaim(std::size_t want, std::size_t room, const plan& p, std::size_t size, bool gen);
+  bool protects(const plan& p, std::size_t size, std::uint32_t handle) const;
+
+  // Handles and views (arena.cpp).
+  std::uint32_t new_slot();
+  std::uint32_t create_handle(std::size_t bytes);  // none when the device (or the limit) refuses
+  std::uint32_t map_view(std::uint32_t handle, device_ptr va);
   void unmap_handle(std::uint32_t idx);
   void release_spare(std::uint32_t idx);
-  std::uint32_t new_slot();
-  std::uint32_t create_handle(std::size_t bytes);  // no_handle when the device (or the limit) refuses
+  void take_spare(std::uint32_t idx);
   std::size_t handle_cap() const noexcept;
 
   device* device_;
@@ -145,13 +208,18 @@ class arena {
   std::vector<granule> granules_;
   std::vector<handle_rec> handles_;
   std::vector<std::uint32_t> free_slots_;
+  std::vector<view_rec> views_;
+  std::vector<std::uint32_t> free_views_;
   std::set<std::pair<std::size_t, std::uint32_t>> reclaimable_;  // mapped, busy == 0; by (bytes, slot)
   std::multimap<std::size_t, std::uint32_t> spare_;              // created, not mapped; by bytes
+  std::size_t spare_bytes_ = 0;
   std::size_t reserved_ = 0;
   std::size_t mapped_ = 0;
   std::size_t in_use_ = 0;
   arena_counters counters_;
   std::function<void()> before_unmap_;
+  std::size_t cold_bytes_ = 0;  // bytes of cold handles
+  bool tight_ = false;          // the device (or the limit) has no room left for the cache budget
 };
 
 }  // namespace vram::detail

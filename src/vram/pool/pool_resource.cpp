@@ -20,6 +20,7 @@ detail::arena_options arena_settings(const pool_options& o) {
   detail::arena_options a;
   a.max_cached_ratio = o.max_cached_ratio;
   a.max_handle_bytes = o.max_handle_bytes;
+  a.aliasing = o.aliasing;
   a.limit = o.limit;
   a.zones = 2;
   return a;
@@ -427,7 +428,10 @@ nlohmann::json pool_resource::snapshot() const {
   std::lock_guard lock(mutex_);
   nlohmann::json handles = nlohmann::json::array();
   for (const auto& h : arena_.handles())
-    handles.push_back({{"address", h.va}, {"bytes", h.bytes}, {"busy_granules", h.busy_granules}});
+    handles.push_back({{"address", h.views.empty() ? device_ptr{0} : h.views.front()},
+                       {"views", h.views},
+                       {"bytes", h.bytes},
+                       {"busy_granules", h.busy_granules}});
   nlohmann::json free_ranges = nlohmann::json::array();
   for (const auto& [addr, size] : arena_.free_ranges()) free_ranges.push_back({addr, size});
   nlohmann::json blocks = nlohmann::json::array();

@@ -1,0 +1,117 @@
+// The arena's index of pieces: free memory at the ends of handles beside the gaps of a zone's address
+// space, by boundary and by length, so growth finds the one that fits without walking every gap. A piece
+// depends only on the free memory inside one view next to a gap boundary, so after a change only the
+// boundaries of the views it touched are looked at again (pieces_changed), each in a granule lookup unless
+// a gap is there.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "vram/core/error.hpp"
+#include "vram/pool/arena.hpp"
+
+namespace vram::detail {
+
+namespace {
+
+void set_piece(std::map<device_ptr, std::size_t>& at, std::set<std::pair<std::size_t, device_ptr>>& by_len,
+               device_ptr x, std::size_t len) {
+  const auto it = at.find(x);
+  if (it != at.end()) {
+    if (it->second == len) return;
+    by_len.erase({it->second, x});
+    if (len == 0) {
+      at.erase(it);
+      return;
+    }
+    it->second = len;
+    by_len.insert({len, x});
+    return;
+  }
+  if (len == 0) return;
+  at.emplace(x, len);
+  by_len.insert({len, x});
+}
+
+}  // namespace
+
+void arena::free_insert(device_ptr p, std::size_t n) {
+  zone_of(p).free.insert(p, n);
+  pieces_changed(p, p + n);
+}
+
+void arena::free_erase(device_ptr p, std::size_t n) {
+  zone_of(p).free.erase(p, n);
+  pieces_changed(p, p + n);
+}
+
+// The free bytes that end at x, where a gap starts, within the view that ends there.
+std::size_t arena::suffix_len(std::size_t zi, device_ptr x) const {
+  if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
+  if (granules_[granule_of(x)].view != none || granules_[granule_of(x - 1)].view == none) return 0;
+  const auto f = zones_[zi].free.containing(x - 1);
+  if (!f) return 0;
+  return x - std::max(f->first, view_at(x - 1).va);
+}
+
+// The free bytes that start at x, where a gap ends, within the view that starts there.
+std::size_t arena::prefix_len(std::size_t zi, device_ptr x) const {
+  if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
+  if (granules_[granule_of(x)].view == none || granules_[granule_of(x - 1)].view != none) return 0;
+  const auto f = zones_[zi].free.containing(x);
+  if (!f) return 0;
+  return std::min(f->first + f->second, x + handle_bytes_at(x)) - x;
+}
+
+void arena::refresh_point(std::size_t zi, device_ptr x) {
+  zone& z = zones_[zi];
+  set_piece(z.suffix_at, z.suffix_by_len, x, suffix_len(zi, x));
+  set_piece(z.prefix_at, z.prefix_by_len, x, prefix_len(zi, x));
+}
+
+// A piece lies within one view, so a change of free memory in [p, q) (which is all mapped) can change only
+// the pieces at the ends of the views holding p and q - 1, and only where a gap is (no piece is anywhere
+// else, and free memory changing does not move the gaps).
+void arena::pieces_changed(device_ptr p, device_ptr q) {
+  const std::size_t zi = zone_index(p);
+  const device_ptr zb = zone_base(zi), ze = zone_end(zi);
+  auto mapped = [&](device_ptr x) { return granules_[granule_of(x)].view != none; };
+  auto at_gap = [&](device_ptr x) { return x > zb && x < ze && mapped(x - 1) != mapped(x); };
+  std::uint32_t last = none;
+  for (const device_ptr x : {p, q - 1}) {
+    const std::uint32_t v = granules_[granule_of(x)].view;
+    if (v == last) continue;
+    last = v;
+    const device_ptr va = views_[v].va;
+    const device_ptr end = va + handles_[views_[v].handle].bytes;
+    if (at_gap(va)) refresh_point(zi, va);
+    if (at_gap(end)) refresh_point(zi, end);
+  }
+}
+
+// A view mapped or unmapped at [p, q): the gaps changed there, and only there.
+void arena::gaps_changed(device_ptr p, device_ptr q) {
+  const std::size_t zi = zone_index(p);
+  refresh_point(zi, p);
+  refresh_point(zi, q);
+}
+
+void arena::validate_pieces(std::size_t zi) const {
+  const zone& z = zones_[zi];
+  std::map<device_ptr, std::size_t> suffixes, prefixes;
+  for (const auto& [u0, gap] : z.unmapped.ranges()) {
+    if (const auto n = suffix_len(zi, u0)) suffixes.emplace(u0, n);
+    if (const auto n = prefix_len(zi, u0 + gap)) prefixes.emplace(u0 + gap, n);
+  }
+  if (suffixes != z.suffix_at || prefixes != z.prefix_at)
+    throw invariant_error(fmt::format("arena: zone {} indexes {} suffixes and {} prefixes; the gaps have {} and {}", zi,
+                                      z.suffix_at.size(), z.prefix_at.size(), suffixes.size(), prefixes.size()));
+  if (z.suffix_by_len.size() != z.suffix_at.size() || z.prefix_by_len.size() != z.prefix_at.size())
+    throw invariant_error(fmt::format("arena: zone {}: the pieces by length disagree with those by place", zi));
+  for (const auto& [x, n] : z.suffix_at)
+    if (!z.suffix_by_len.count({n, x})) throw invariant_error(fmt::format("arena: suffix at {:#x} not indexed by length", x));
+  for (const auto& [x, n] : z.prefix_at)
+    if (!z.prefix_by_len.count({n, x})) throw invariant_error(fmt::format("arena: prefix at {:#x} not indexed by length", x));
+}
+
+}  // namespace vram::detail

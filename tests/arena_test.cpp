@@ -1,0 +1,148 @@
+// vram's arena on a small simulated device (2 MiB granules, so every handle is one or a few granules):
+// placement by least memory pinned once the device is tight, growth into holes, aliases of a handle's free
+// ends, and the ownership bookkeeping behind them, with the answers worked out by hand. validate() runs
+// after every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "vram/device/sim_device.hpp"
+#include "vram/pool/arena.hpp"
+
+namespace vram {
+namespace {
+
+using detail::arena;
+using detail::arena_options;
+
+sim_device_options small_device(std::size_t capacity = 12 * MiB) {
+  sim_device_options o;
+  o.capacity = capacity;
+  o.costs = cost_model::zero();
+  return o;
+}
+
+arena_options one_zone(std::size_t limit = 0, bool aliasing = true) {
+  arena_options o;
+  o.zones = 1;
+  o.limit = limit;
+  o.aliasing = aliasing;
+  return o;
+}
+
+std::uint64_t calls(const sim_device& d, device_call c) { return d.calls().calls(c); }
+
+// a = [0, 1.5) in handle H0 = [0, 2); x = [1.5, 5.5) over H0's end, H1 = [2, 4) and H2 = [4, 6); c = [5.5, 6).
+// Freeing x leaves H1 cold and free memory [1.5, 5.5) MiB. Offsets are from the zone's base.
+struct three_blocks {
+  sim_device dev;
+  arena ar;
+  device_ptr base, a, c;
+  explicit three_blocks(arena_options o) : dev(small_device()), ar(dev, o), base(ar.zone_base(0)) {
+    a = ar.allocate(3 * MiB / 2, 512);
+    const device_ptr x = ar.allocate(4 * MiB, 512);
+    c = ar.allocate(MiB / 2, 512);
+    EXPECT_EQ(a, base);
+    EXPECT_EQ(x, base + 3 * MiB / 2);  // extends the free half granule at the top
+    EXPECT_EQ(c, base + 11 * MiB / 2);  // the free half granule left at the top
+    EXPECT_EQ(ar.reserved(), 6 * MiB);
+    ar.deallocate(x, 4 * MiB);
+    ar.validate();
+  }
+};
+
+TEST(Arena, OnATightDeviceABlockUsesTheFreeEndOfAHandleMappedElsewhere) {
+  three_blocks t(one_zone(8 * MiB));
+  // 5 MiB fits no free range. Growth at the top needs 6 MiB (3 granules) and the limit leaves 2: H1 is
+  // recycled and one handle made, the next refused. Recovery then sees the gap H1 left at [2, 4): beside it
+  // H2's free prefix [4, 5.5). The block takes 4 MiB in two whole granules (H1 and the new handle) at the top
+  // [6, 10) and its last 1 MiB from H2, mapped a second time at [10, 12): 4 MiB mapped anew instead of 6.
+  const device_ptr z = t.ar.allocate(5 * MiB, 512);
+  ASSERT_NE(z, 0u);
+  t.ar.validate();
+  EXPECT_EQ(z, t.base + 6 * MiB);
+  EXPECT_EQ(t.ar.reserved(), 8 * MiB);
+  EXPECT_EQ(t.ar.in_use(), 7 * MiB);
+  EXPECT_EQ(t.ar.counters().aliases_mapped, 1u);
+  EXPECT_EQ(t.ar.counters().aliased_growths, 1u);
+  EXPECT_EQ(t.ar.counters().out_of_memory_recoveries, 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_create), 4u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_map), 6u);  // H0, H1, H2; H1 again, the new one, H2's alias
+  // Free now: H0's [1.5, 2) and what H2's first view still owns, [5, 5.5): 8 mapped - 7 in use.
+  EXPECT_EQ(t.ar.free_memory().total, 1 * MiB);
+  const auto ranges = t.ar.free_ranges();
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2, MiB / 2));
+  EXPECT_EQ(ranges[1], std::make_pair(t.base + 5 * MiB, MiB / 2));
+  // H2 is mapped twice: at 4 MiB and at 10 MiB.
+  const auto handles = t.ar.handles();
+  const auto two = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
+    return h.views == std::vector<device_ptr>{t.base + 4 * MiB, t.base + 10 * MiB};
+  });
+  EXPECT_EQ(two, 1);
+  // Freeing the block gives its alias bytes back at the new view; once c goes too, H2 is cold and trim()
+  // unmaps both of its views.
+  t.ar.deallocate(z, 5 * MiB);
+  t.ar.validate();
+  t.ar.deallocate(t.c, MiB / 2);
+  t.ar.validate();
+  EXPECT_EQ(t.ar.trim(), 6 * MiB);  // every handle but H0 (a)
+  t.ar.validate();
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 1u + 4u);  // H1's new view, the new handle, both of H2's
+  EXPECT_EQ(t.ar.reserved(), 2 * MiB);
+}
+
+TEST(Arena, WithoutAliasesTheSameRequestFails) {
+  three_blocks t(one_zone(8 * MiB, /*aliasing=*/false));
+  // The same 5 MiB needs 3 whole granules, the limit allows 2 more than H0 and H2.
+  EXPECT_EQ(t.ar.allocate(5 * MiB, 512), 0u);
+  t.ar.validate();
+  EXPECT_EQ(t.ar.counters().aliases_mapped, 0u);
+  // The handles made or recycled for it went back to the device: H0 and H2 remain.
+  EXPECT_EQ(t.ar.reserved(), 4 * MiB);
+}
+
+TEST(Arena, OnATightDeviceABlockFillsAHoleBetweenMappedMemory) {
+  three_blocks t(one_zone());
+  EXPECT_EQ(t.ar.trim(), 2 * MiB);  // H1 goes: a gap at [2, 4) between H0's free [1.5, 2) and H2's [4, 5.5)
+  t.ar.set_limit(6 * MiB);          // 2 MiB left: tight for what follows
+  // 3.5 MiB: from 1.5 MiB it runs through the gap into H2's free memory, mapping one granule where the top
+  // would need two.
+  const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+  t.ar.validate();
+  EXPECT_EQ(y, t.base + 3 * MiB / 2);
+  EXPECT_EQ(t.ar.reserved(), 6 * MiB);
+  EXPECT_EQ(t.ar.counters().hole_growths, 1u);
+  EXPECT_EQ(t.ar.free_memory().total, MiB / 2);  // [5, 5.5)
+}
+
+// a = [0, 3) over H0 = [0, 2) and H1 = [2, 4); c = [3, 3.5); then a is freed: H0 is cold, H1 busy (c).
+struct cold_and_busy {
+  sim_device dev;
+  arena ar;
+  device_ptr base;
+  explicit cold_and_busy(arena_options o) : dev(small_device()), ar(dev, o), base(ar.zone_base(0)) {
+    const device_ptr a = ar.allocate(3 * MiB, 512);
+    const device_ptr c = ar.allocate(MiB / 2, 512);
+    EXPECT_EQ(c, a + 3 * MiB);
+    ar.deallocate(a, 3 * MiB);
+    ar.validate();
+  }
+};
+
+TEST(Arena, OnATightDeviceABlockGoesWhereItPinsNoColdHandle) {
+  cold_and_busy t(one_zone(4 * MiB));  // the limit is what is held: tight
+  // The free range [0, 3): at its start the block would pin cold H0, at its end it lies in busy H1.
+  EXPECT_EQ(t.ar.allocate(3 * MiB / 4, 512), t.base + 9 * MiB / 4);
+  t.ar.validate();
+}
+
+TEST(Arena, WithRoomTheBlockTakesTheStartOfTheBestFit) {
+  cold_and_busy t(one_zone());
+  EXPECT_EQ(t.ar.allocate(3 * MiB / 4, 512), t.base);
+  t.ar.validate();
+}
+
+}  // namespace
+}  // namespace vram
