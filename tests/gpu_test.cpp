@@ -36,6 +36,7 @@
 #include "vram/core/error.hpp"
 #include "vram/device/cuda_driver.hpp"
 #include "vram/emulation/rmm_pool_resource.hpp"
+#include "vram/pool/pool_resource.hpp"
 #include "vram/resource/registry.hpp"
 
 namespace vram {
@@ -351,6 +352,94 @@ TEST_P(GpuConformance, bad_frees_are_rejected_and_change_nothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuEveryPolicy, GpuConformance, ::testing::ValuesIn(policy_names()), test_name);
+
+// ---- vram's pool near its limit: holes and aliases -------------------------------------------------------
+
+class GpuPoolTight : public gpu_fixture<::testing::Test> {};
+
+TEST_F(GpuPoolTight, blocks_placed_in_holes_and_through_aliases_keep_their_pattern) {
+  // vram's pool under a 192 MiB limit (so handles are single granules and the pool is tight), no thread
+  // caches (every call reaches the arena), two streams: VRAM_GPU_STEPS steps (3000), sizes log-uniform in
+  // [512 B, 16 MiB], at most 160 MiB live. Near the limit blocks are placed in holes between mapped memory and
+  // through aliases: a handle mapped a second time so that its free end holds a block's first or last bytes.
+  // Every block is filled on its stream and checked whole before it is freed, so two blocks that shared
+  // physical bytes through two addresses would fail the check even where their addresses differ.
+  auto& dev = gpu_->dev();
+  const std::array<CUstream, 2> streams{gpu_->new_stream(), gpu_->new_stream()};
+  const std::uint64_t steps = gpu_check::random_run_steps();
+  {
+    auto r = make_resource("vram:limit=192MiB;thread_cache=0", dev);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    const auto* pool = dynamic_cast<const pool_resource*>(r.get());
+    ASSERT_NE(pool, nullptr);
+    std::vector<std::unique_ptr<checker>> checkers;
+    for (CUstream s : streams) checkers.push_back(std::make_unique<checker>(gpu_->api(), gpu_->pattern_kernels(), s));
+    std::mt19937_64 rng(20261203);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    struct block {
+      device_ptr p;
+      std::size_t bytes;
+      std::size_t stream;
+      std::uint64_t sequence;
+    };
+    std::vector<block> blocks;
+    live_map live;
+    std::size_t live_bytes = 0;
+    std::uint64_t next = 0, refused = 0;
+    constexpr std::size_t max_live = 160 * MiB;
+    auto collect_all = [&](std::uint64_t step) {
+      bool ok = true;
+      for (auto& c : checkers) ok = none_wrong(c->collect(), "step " + std::to_string(step)) && ok;
+      return ok;
+    };
+    auto free_at = [&](std::size_t i) {
+      const block b = blocks[i];
+      blocks[i] = blocks.back();
+      blocks.pop_back();
+      checkers[b.stream]->check(b.p, b.bytes, b.sequence);
+      live.remove(b.p);
+      r->deallocate(b.p, b.bytes, id_of(streams[b.stream]));
+      live_bytes -= b.bytes;
+    };
+    for (std::uint64_t step = 0; step < steps; ++step) {
+      const auto bytes = static_cast<std::size_t>(std::floor(std::exp2(9.0 + 15.0 * unit(rng))));
+      const bool alloc = blocks.empty() || (unit(rng) < 0.6 && live_bytes + bytes <= max_live);
+      if (alloc) {
+        const std::size_t k = rng() % streams.size();
+        const device_ptr p = r->try_allocate(bytes, id_of(streams[k]));
+        if (p == 0) {  // the limit is near: make room and go on
+          ++refused;
+          free_at(rng() % blocks.size());
+          continue;
+        }
+        ASSERT_EQ(p % 512, 0u) << "step " << step;
+        ASSERT_TRUE(live.add(p, bytes)) << "step " << step << ": " << bytes << " bytes at " << p
+                                        << " overlap a live block";
+        checkers[k]->fill(p, bytes, next);
+        blocks.push_back({p, bytes, k, next++});
+        live_bytes += bytes;
+      } else {
+        free_at(rng() % blocks.size());
+      }
+      ASSERT_LE(r->reserved_bytes(), 192 * MiB) << "step " << step;
+      if (step % 64 == 63) r->validate();
+      if (step % 256 == 255) {
+        ASSERT_TRUE(collect_all(step));
+      }
+    }
+    while (!blocks.empty()) free_at(blocks.size() - 1);
+    ASSERT_TRUE(collect_all(steps));
+    r->validate();
+    const pool_stats st = pool->stats();
+    RecordProperty("blocks_checked", std::to_string(next));
+    RecordProperty("aliases_mapped", std::to_string(st.arena.aliases_mapped));
+    RecordProperty("hole_growths", std::to_string(st.arena.hole_growths));
+    RecordProperty("refused", std::to_string(refused));
+    EXPECT_GT(st.arena.aliases_mapped, 0u) << "the run never mapped an alias: it tested nothing new";
+    EXPECT_GT(st.arena.hole_growths, 0u) << "the run never grew into a hole";
+  }
+  EXPECT_EQ(dev.held_bytes(), 0u) << "the pool left memory held when destroyed";
+}
 
 // ---- vram's pool from threads ---------------------------------------------------------------------------
 

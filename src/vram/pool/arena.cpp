@@ -33,13 +33,18 @@ arena::~arena() {
   device_->address_free(base_, span());
 }
 
+std::size_t arena::capacity() const noexcept {
+  return options_.limit != 0 ? std::min(device_total_, options_.limit) : device_total_;
+}
+
 std::size_t arena::handle_cap() const noexcept {
   // Large handles cost fewer driver calls; small ones can be recycled more finely. A handle is at most
-  // max_handle_bytes, at most 1/1024 of the device, and at most 1/16 of what the device (as far as this
-  // arena knows) has left: on a roomy device handles are large, and as the device fills they shrink to
-  // the granule, so memory can be moved where it is wanted.
-  const std::size_t left = device_total_ > reserved_ ? device_total_ - reserved_ : 0;
-  const std::size_t cap = std::min({options_.max_handle_bytes, device_total_ / 1024, left / 16});
+  // max_handle_bytes, at most 1/1024 of the memory the arena may hold (the device, or the limit), and at most
+  // 1/16 of what is left of it: with room, handles are large, and as memory runs out they shrink to the
+  // granule, so memory can be moved where it is wanted.
+  const std::size_t cap_total = capacity();
+  const std::size_t left = cap_total > reserved_ ? cap_total - reserved_ : 0;
+  const std::size_t cap = std::min({options_.max_handle_bytes, cap_total / 1024, left / 16});
   return std::max(cap / granularity_ * granularity_, granularity_);
 }
 

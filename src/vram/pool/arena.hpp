@@ -52,7 +52,7 @@ struct arena_options {
   /// ones, as a fraction of the bytes in use. 0 recycles always (least memory, most driver calls).
   double max_cached_ratio = 0.05;
   /// Largest handle created at once; a block larger than this is backed by several. Handles are also kept
-  /// to 1/1024 of the device and 1/16 of what it has left (arena.cpp, handle_cap).
+  /// to 1/1024 of the device (or the limit) and 1/16 of what is left of it (arena.cpp, handle_cap).
   std::size_t max_handle_bytes = std::size_t{64} << 20;
   /// Address space to reserve for each zone, in multiples of the device's total memory.
   std::size_t address_space_factor = 8;
@@ -197,6 +197,7 @@ class arena {
   void release_spare(std::uint32_t idx);
   void take_spare(std::uint32_t idx);
   std::size_t handle_cap() const noexcept;
+  std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
 
   device* device_;
   arena_options options_;

@@ -74,9 +74,8 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 
 // Tight: the device (or the limit) no longer has room for the cache budget beside this block.
 void arena::judge_tightness(std::size_t s) noexcept {
-  std::size_t capacity = device_total_;
-  if (options_.limit != 0) capacity = std::min(capacity, options_.limit);
-  const std::size_t left = capacity > reserved_ ? capacity - reserved_ : 0;
+  const std::size_t cap_total = capacity();
+  const std::size_t left = cap_total > reserved_ ? cap_total - reserved_ : 0;
   tight_ = static_cast<double>(left) <
            options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
 }
