@@ -2,6 +2,7 @@
 // thread caches, stream order, limits, trim and bad input, with the answers worked out by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <map>
@@ -380,6 +381,7 @@ TEST(Pool, NearItsLimitARandomRunGrowsIntoHolesAndThroughAliasesAndStaysConsiste
   std::vector<block> blocks;
   std::map<device_ptr, std::size_t> live;
   std::size_t live_bytes = 0;
+  bool saw_views = false;
   auto free_at = [&](std::size_t i) {
     const block b = blocks[i];
     blocks[i] = blocks.back();
@@ -404,6 +406,14 @@ TEST(Pool, NearItsLimitARandomRunGrowsIntoHolesAndThroughAliasesAndStaysConsiste
       live.emplace(p, bytes);
       blocks.push_back({p, bytes, s});
       live_bytes += bytes;
+      if (!saw_views && pool.stats().arena.aliases_mapped > 0) {
+        // The block just placed through an alias: its handle shows both views in the snapshot.
+        saw_views = true;
+        const auto snap = pool.snapshot();
+        const auto two = std::count_if(snap["handles"].begin(), snap["handles"].end(),
+                                       [](const nlohmann::json& h) { return h["views"].size() >= 2; });
+        EXPECT_GE(two, 1) << "step " << step;
+      }
     } else {
       free_at(rng() % blocks.size());
     }
@@ -412,6 +422,7 @@ TEST(Pool, NearItsLimitARandomRunGrowsIntoHolesAndThroughAliasesAndStaysConsiste
   }
   while (!blocks.empty()) free_at(blocks.size() - 1);
   pool.validate();
+  EXPECT_TRUE(saw_views);
   EXPECT_GT(pool.stats().arena.aliases_mapped, 0u);
   EXPECT_GT(pool.stats().arena.hole_growths, 0u);
   EXPECT_EQ(pool.allocated_bytes(), 0u);
