@@ -81,11 +81,10 @@ void arena::judge_tightness(std::size_t s) noexcept {
 }
 
 std::size_t arena::pinned_by(device_ptr p, std::size_t size) const {
-  // Cold handles under the mapped parts of [p, p + size), each counted once (a handle may show twice
-  // through two views).
+  // Cold handles under the mapped parts of [p, p + size), each counted once: only a handle with several
+  // views can show twice, so only those are remembered.
   std::size_t pinned = 0;
-  std::uint32_t seen[4] = {none, none, none, none};
-  std::size_t n_seen = 0;
+  std::vector<std::uint32_t> seen;
   for (device_ptr at = p, end = p + size; at < end;) {
     const auto& gr = granules_[granule_of(at)];
     if (gr.view == none) {
@@ -95,9 +94,13 @@ std::size_t arena::pinned_by(device_ptr p, std::size_t size) const {
     }
     const view_rec& v = views_[gr.view];
     const auto& h = handles_[v.handle];
-    if (h.busy == 0 && std::find(seen, seen + n_seen, v.handle) == seen + n_seen) {
-      pinned += h.bytes;
-      if (n_seen < 4) seen[n_seen++] = v.handle;
+    if (h.busy == 0) {
+      if (h.views.size() == 1) {
+        pinned += h.bytes;
+      } else if (std::find(seen.begin(), seen.end(), v.handle) == seen.end()) {
+        pinned += h.bytes;
+        seen.push_back(v.handle);
+      }
     }
     at = v.va + h.bytes;
   }
