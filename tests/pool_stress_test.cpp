@@ -242,7 +242,9 @@ void stop_threads_in_their_hot_path(bool membarrier) {
   // the two threads run) and calls trim() every 250 blocks, which takes the blocks out of the other threads'
   // caches. Each thread publishes the block it holds; the main thread's new blocks must never be one of them,
   // and every block must be freed exactly once. The threads synchronize with the main thread only through
-  // the pool, so ThreadSanitizer sees the pool's own ordering.
+  // the pool, so ThreadSanitizer sees the pool's own ordering. The main thread starts only once both threads
+  // have made a pair, and stops them only once each has made another after its last trim(), so the threads
+  // are in their hot path while the table grows and while trim() stops them, however the machine schedules.
   sim_device dev(stress_device());
   {
     pool_options o;
@@ -250,7 +252,7 @@ void stop_threads_in_their_hot_path(bool membarrier) {
     pool_resource pool(dev, o);
     std::atomic<bool> done{false};
     std::array<std::atomic<device_ptr>, 2> held{};
-    std::array<std::uint64_t, 2> pairs{};
+    std::array<std::atomic<std::uint64_t>, 2> pairs{};
     std::array<std::string, 2> problems;
     auto hammer = [&](std::size_t t) {
       const std::size_t bytes = 4096 * (t + 1);
@@ -260,10 +262,15 @@ void stop_threads_in_their_hot_path(bool membarrier) {
         held[t].store(p, std::memory_order_relaxed);
         held[t].store(0, std::memory_order_relaxed);
         pool.deallocate(p, bytes);
-        ++pairs[t];
+        pairs[t].fetch_add(1, std::memory_order_relaxed);
       }
     };
+    const auto wait_for_pairs = [&](std::uint64_t a_past, std::uint64_t b_past) {
+      while (pairs[0].load(std::memory_order_relaxed) <= a_past || pairs[1].load(std::memory_order_relaxed) <= b_past)
+        std::this_thread::yield();
+    };
     std::thread a(hammer, 0), b(hammer, 1);
+    wait_for_pairs(0, 0);
     std::set<device_ptr> mine;
     std::string problem;
     for (int i = 0; i < 5000; ++i) {
@@ -273,14 +280,15 @@ void stop_threads_in_their_hot_path(bool membarrier) {
         if (h.load(std::memory_order_relaxed) == p && problem.empty()) problem = "a block held by a thread was handed out";
       if (i % 250 == 249) pool.trim();
     }
+    wait_for_pairs(pairs[0].load(std::memory_order_relaxed), pairs[1].load(std::memory_order_relaxed));
     done.store(true, std::memory_order_relaxed);
     a.join();
     b.join();
     EXPECT_EQ(problem, "");
     EXPECT_EQ(problems[0], "");
     EXPECT_EQ(problems[1], "");
-    EXPECT_GT(pairs[0], 0u);
-    EXPECT_GT(pairs[1], 0u);
+    EXPECT_GE(pairs[0].load(), 2u);
+    EXPECT_GE(pairs[1].load(), 2u);
     EXPECT_GE(pool.stats().hot_path_stops, 2u);  // at least the two growths of the table
     for (const device_ptr p : mine) pool.deallocate(p, 512);
     pool.validate();
