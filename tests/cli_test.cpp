@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "vram/core/error.hpp"
@@ -35,10 +37,29 @@ outcome run(const std::string& args) {
   return o;
 }
 
-std::string write_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "vram_cli_test";
+// A folder of the running test's own: ctest runs the tests of this file side by side, and two of them
+// writing one file would read each other's half-written traces. The process's folder goes when it ends.
+std::filesystem::path process_dir() {
+  return std::filesystem::temp_directory_path() / "vram_cli_test" / std::to_string(getpid());
+}
+
+std::filesystem::path test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto dir = process_dir() / (info != nullptr ? info->name() : "outside_a_test");
   std::filesystem::create_directories(dir);
-  const auto path = (dir / name).string();
+  return dir;
+}
+
+struct remove_process_dir : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(process_dir(), ec);
+  }
+};
+[[maybe_unused]] auto* const cleanup = ::testing::AddGlobalTestEnvironment(new remove_process_dir);
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const auto path = (test_dir() / name).string();
   std::ofstream(path) << text;
   return path;
 }
@@ -135,7 +156,7 @@ TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) 
 }
 
 TEST(Cli, SimulateWritesATraceThatReplays) {
-  const auto out = (std::filesystem::temp_directory_path() / "vram_cli_test" / "alt.vtrace").string();
+  const auto out = (test_dir() / "alt.vtrace").string();
   const outcome sim = run("simulate alternating -o " + out);
   ASSERT_EQ(sim.code, 0) << sim.out;
   // 1000 allocs of 1 KiB, 500 frees, 500 allocs of 2 KiB, then 500 + 500 frees: 3000 rows.
