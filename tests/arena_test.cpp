@@ -117,6 +117,64 @@ TEST(Arena, OnATightDeviceABlockFillsAHoleBetweenMappedMemory) {
   EXPECT_EQ(t.ar.free_memory().total, MiB / 2);  // [5, 5.5)
 }
 
+arena_options lean(double reserve_ratio) {
+  arena_options o = one_zone();
+  o.reserve_ratio = reserve_ratio;
+  return o;
+}
+
+TEST(Arena, NearItsReserveBoundARoomyArenaFillsAHoleToo) {
+  // The same hole on the 12 MiB device without a limit. In use 2 MiB (a and c), peak 6 MiB (a, x, c),
+  // reserved 4 MiB. For 3.5 MiB the cache budget beside it is 0.05 x (2 + 3.5) + 3.5 = 3.775 MiB.
+  // The device leaves 8 MiB: not tight. Under reserve_ratio 1.11 the bound is 1.11 x max(6, 5.5) = 6.66 MiB,
+  // which leaves 2.66: lean, so the block goes through the hole, mapping one granule, as on a tight device.
+  three_blocks t(lean(1.11));
+  EXPECT_EQ(t.ar.trim(), 2 * MiB);
+  const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+  t.ar.validate();
+  EXPECT_EQ(y, t.base + 3 * MiB / 2);
+  EXPECT_EQ(t.ar.reserved(), 6 * MiB);
+  EXPECT_EQ(t.ar.counters().hole_growths, 1u);
+  // x's growth was lean too (1.11 x 5.5 = 6.105 MiB leaves 4.105 with 2 reserved, under 0.05 x 5.5 + 4 =
+  // 4.275), though on an arena with no hole yet it grew at the top all the same.
+  EXPECT_EQ(t.ar.counters().lean_growths, 2u);
+}
+
+TEST(Arena, FarFromItsReserveBoundOrWithoutOneItGrowsAtTheTop) {
+  // reserve_ratio 2: the bound 12 MiB (the device) leaves 8 MiB; reserve_ratio 0: no bound. Either way the
+  // 3.5 MiB goes on top of c, at [6, 9.5), in two new granules.
+  for (const double ratio : {2.0, 0.0}) {
+    three_blocks t(lean(ratio));
+    EXPECT_EQ(t.ar.trim(), 2 * MiB);
+    const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+    t.ar.validate();
+    EXPECT_EQ(y, t.base + 6 * MiB) << ratio;
+    EXPECT_EQ(t.ar.reserved(), 8 * MiB) << ratio;
+    EXPECT_EQ(t.ar.counters().hole_growths, 0u) << ratio;
+    EXPECT_EQ(t.ar.counters().lean_growths, 0u) << ratio;
+  }
+}
+
+TEST(Arena, ALeanArenaMakesHandlesFromTheRoomLeftUnderItsBound) {
+  // A 64 GiB device: handles may be 64 MiB (1/1024 of it). A first block of 60 MiB in an empty arena:
+  // - reserve_ratio 1.11: the bound 1.11 x 60 = 66.6 MiB leaves more than 0.05 x 60 + 60 = 63: not lean,
+  //   one handle of 60 MiB;
+  // - reserve_ratio 1: the bound is the bytes in use, which leaves nothing: lean, and handles are 1/16 of
+  //   what is left, so one granule each: 30 of them.
+  for (const auto& [ratio, handles] : {std::pair{1.11, 1u}, std::pair{1.0, 30u}}) {
+    sim_device dev(small_device(std::size_t{64} << 30));
+    arena ar(dev, lean(ratio));
+    const device_ptr p = ar.allocate(60 * MiB, 512);
+    ASSERT_NE(p, 0u);
+    ar.validate();
+    EXPECT_EQ(calls(dev, device_call::mem_create), handles) << ratio;
+    EXPECT_EQ(calls(dev, device_call::mem_map), handles) << ratio;
+    EXPECT_EQ(ar.reserved(), 60 * MiB) << ratio;
+    EXPECT_EQ(ar.counters().lean_growths, handles == 30u ? 1u : 0u) << ratio;
+    ar.deallocate(p, 60 * MiB);
+  }
+}
+
 // a = [0, 3) over H0 = [0, 2) and H1 = [2, 4); c = [3, 3.5); then a is freed: H0 is cold, H1 busy (c).
 struct cold_and_busy {
   sim_device dev;

@@ -37,13 +37,21 @@ std::size_t arena::capacity() const noexcept {
   return options_.limit != 0 ? std::min(device_total_, options_.limit) : device_total_;
 }
 
+std::size_t arena::lean_bound(std::size_t s) const noexcept {
+  const std::size_t cap_total = capacity();
+  if (options_.reserve_ratio <= 0) return cap_total;
+  const double bound = options_.reserve_ratio * static_cast<double>(std::max(peak_in_use_, in_use_ + s));
+  return bound < static_cast<double>(cap_total) ? static_cast<std::size_t>(bound) : cap_total;
+}
+
 std::size_t arena::handle_cap() const noexcept {
   // Large handles cost fewer driver calls; small ones can be recycled more finely. A handle is at most
   // max_handle_bytes, at most 1/1024 of the memory the arena may hold (the device, or the limit), and at most
-  // 1/16 of what is left of it: with room, handles are large, and as memory runs out they shrink to the
-  // granule, so memory can be moved where it is wanted.
+  // 1/16 of what is left of it (when lean, of what is left under the reserve bound): with room, handles are
+  // large, and as memory runs out they shrink to the granule, so memory can be moved where it is wanted.
   const std::size_t cap_total = capacity();
-  const std::size_t left = cap_total > reserved_ ? cap_total - reserved_ : 0;
+  const std::size_t bound = lean_ ? lean_bound(0) : cap_total;
+  const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
   const std::size_t cap = std::min({options_.max_handle_bytes, cap_total / 1024, left / 16});
   return std::max(cap / granularity_ * granularity_, granularity_);
 }

@@ -16,13 +16,17 @@
 // Growth, when no mapped free range fits (arena_growth.cpp): the block is placed where it needs the fewest
 // bytes of memory mapped anew, over
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
-//  - every hole between mapped ranges, using the free memory on one or both sides of it (left- or
-//    right-aligned) and mapping handles into the gap;
-//  - when reserved memory would pass (1 + max_cached_ratio) x the bytes in use, or the device refuses:
-//    also *aliases*. Free memory at the end of a handle (beside unmapped address space) can hold the first
-//    bytes of a block anywhere, and free memory at a handle's start its last bytes: the handle is mapped a
-//    second time so that the piece falls where the block needs it. Blocks then share granules whatever their
-//    addresses, so memory that is free only in parts of granules still serves requests.
+//  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
+//    on one or both sides of it (left- or right-aligned) and mapping handles into the gap; and *aliases*.
+//    Free memory at the end of a handle (beside unmapped address space) can hold the first bytes of a block
+//    anywhere, and free memory at a handle's start its last bytes: the handle is mapped a second time so
+//    that the piece falls where the block needs it. Blocks then share granules whatever their addresses, so
+//    memory that is free only in parts of granules still serves requests.
+// The arena is *tight* when the device (or the limit) has no room left for the cache budget beside a
+// request; it is *lean* when reserved memory, grown by the request, would leave less than the cache budget
+// under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and aliases and size new
+// handles from the room left (under the device, or under that bound); only a tight arena also places blocks
+// by the least cold memory they pin and stitches cold handles generously.
 // Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
 // The bytes to map anew come from spare handles, then (past the cache budget) from cold handles unmapped
 // and mapped again where the block goes ("stitching"), then from new handles. When the device (or the
@@ -62,6 +66,9 @@ struct arena_options {
   std::size_t zones = 1;
   /// Whether growth may map a handle a second time to use free memory at its ends (aliases).
   bool aliasing = true;
+  /// Reserved memory the arena keeps under, as a multiple of the peak bytes in use: nearing it, the arena is
+  /// lean (growth into holes and through aliases, smaller handles). 0: never lean, only tight.
+  double reserve_ratio = 0;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.
@@ -73,6 +80,7 @@ struct arena_counters {
   std::uint64_t aliases_mapped = 0;    // of the views mapped, those of a handle already mapped elsewhere
   std::uint64_t growths = 0;
   std::uint64_t hole_growths = 0;              // growths placed in a hole rather than at the top
+  std::uint64_t lean_growths = 0;              // growths while lean and not tight
   std::uint64_t aliased_growths = 0;           // growths that used a free end of a handle mapped elsewhere
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
@@ -198,6 +206,8 @@ class arena {
   void take_spare(std::uint32_t idx);
   std::size_t handle_cap() const noexcept;
   std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
+  // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
+  std::size_t lean_bound(std::size_t s) const noexcept;
 
   device* device_;
   arena_options options_;
@@ -217,10 +227,12 @@ class arena {
   std::size_t reserved_ = 0;
   std::size_t mapped_ = 0;
   std::size_t in_use_ = 0;
+  std::size_t peak_in_use_ = 0;
   arena_counters counters_;
   std::function<void()> before_unmap_;
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
   bool tight_ = false;          // the device (or the limit) has no room left for the cache budget
+  bool lean_ = false;           // tight, or reserved memory near reserve_ratio x the peak in use
 };
 
 }  // namespace vram::detail

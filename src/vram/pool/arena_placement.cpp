@@ -72,12 +72,16 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 
 }  // namespace
 
-// Tight: the device (or the limit) no longer has room for the cache budget beside this block.
+// Tight: the device (or the limit) no longer has room for the cache budget beside this block. Lean: the
+// same under the reserve bound (reserve_ratio x the peak in use), or tight.
 void arena::judge_tightness(std::size_t s) noexcept {
-  const std::size_t cap_total = capacity();
-  const std::size_t left = cap_total > reserved_ ? cap_total - reserved_ : 0;
-  tight_ = static_cast<double>(left) <
+  const auto no_room_under = [&](std::size_t bound) {
+    const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
+    return static_cast<double>(left) <
            options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
+  };
+  tight_ = no_room_under(capacity());
+  lean_ = tight_ || no_room_under(lean_bound(s));
 }
 
 std::size_t arena::pinned_by(device_ptr p, std::size_t size) const {
@@ -176,7 +180,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   // may hold more than one granule of the block).
   auto candidates = [&](const by_len_t& by_len, std::size_t n, bool suffix, std::size_t k) {
     std::vector<piece> out;
-    if (!options_.aliasing || !tight_) return out;
+    if (!options_.aliasing || !lean_) return out;
     for (auto it = by_len.lower_bound({n, 0}); it != by_len.end() && out.size() < k; ++it)
       out.push_back(suffix ? suffix_piece(*it) : prefix_piece(*it));
     std::size_t big = 0;
@@ -193,7 +197,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   std::vector<std::pair<device_ptr, std::size_t>> gaps;
   if (frontier) gaps.push_back(*frontier);
   constexpr std::size_t gaps_considered = 32;
-  if (tight_) z.unmapped.for_each_fit(s > 4 * g ? s - 4 * g : g, [&](device_ptr u0, std::size_t gap) {
+  if (lean_) z.unmapped.for_each_fit(s > 4 * g ? s - 4 * g : g, [&](device_ptr u0, std::size_t gap) {
     if (!frontier || u0 != frontier->first) gaps.emplace_back(u0, gap);
     return gaps.size() < gaps_considered;
   });
@@ -298,7 +302,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + granule (one granule fewer to map).
-  if (options_.aliasing && tight_ && !z.suffix_by_len.empty() && !z.prefix_by_len.empty()) {
+  if (options_.aliasing && lean_ && !z.suffix_by_len.empty() && !z.prefix_by_len.empty()) {
     const std::size_t most_prefix = z.prefix_by_len.rbegin()->first;
     for (const std::size_t v : {r, r + g}) {
       if (v == 0 || v > s) continue;
@@ -377,8 +381,10 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
 
 void arena::note_growth(const plan& p, device_ptr block, std::size_t size) {
   counters_.hole_growths += p.in_hole;
+  counters_.lean_growths += lean_ && !tight_;
   counters_.aliased_growths += p.head_use > 0 || p.tail_use > 0;
   in_use_ += size;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
   touch(block, size);
 }
 
@@ -386,6 +392,7 @@ void arena::take(const plan& p, std::size_t size, std::size_t zi) {
   (void)zi;
   free_erase(p.block, size);
   in_use_ += size;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
   touch(p.block, size);
 }
 

@@ -21,6 +21,7 @@ detail::arena_options arena_settings(const pool_options& o) {
   a.max_cached_ratio = o.max_cached_ratio;
   a.max_handle_bytes = o.max_handle_bytes;
   a.aliasing = o.aliasing;
+  a.reserve_ratio = o.reserve_ratio;
   a.limit = o.limit;
   a.zones = 2;
   return a;
