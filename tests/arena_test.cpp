@@ -138,6 +138,7 @@ TEST(Arena, NearItsReserveBoundARoomyArenaFillsAHoleToo) {
   // x's growth was lean too (1.11 x 5.5 = 6.105 MiB leaves 4.105 with 2 reserved, under 0.05 x 5.5 + 4 =
   // 4.275), though on an arena with no hole yet it grew at the top all the same.
   EXPECT_EQ(t.ar.counters().lean_growths, 2u);
+  EXPECT_EQ(t.ar.counters().aliases_mapped, 0u);  // aliases are for a tight arena only
 }
 
 TEST(Arena, FarFromItsReserveBoundOrWithoutOneItGrowsAtTheTop) {

@@ -451,7 +451,7 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_FALSE(pool_options{}.with({{"membarrier", "off"}}).membarrier);
   EXPECT_THROW(pool_options{}.with({{"max_cached", "1"}}), usage_error);
   EXPECT_THROW(pool_options{}.with({{"max_cached_ratio", "-1"}}), usage_error);
-  EXPECT_EQ(pool_options{}.reserve_ratio, 1.11);
+  EXPECT_EQ(pool_options{}.reserve_ratio, 1.12);
   EXPECT_EQ(pool_options{}.with({{"reserve_ratio", "0"}}).reserve_ratio, 0.0);
   EXPECT_THROW(pool_options{}.with({{"reserve_ratio", "many"}}), usage_error);
 }

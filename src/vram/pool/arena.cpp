@@ -70,10 +70,7 @@ void arena::touch(device_ptr p, std::size_t size) {
   for (std::size_t g = granule_of(p), last = granule_of(p + size - 1); g <= last; ++g) {
     if (granules_[g].live++ != 0) continue;
     const std::uint32_t idx = views_[granules_[g].view].handle;
-    if (handles_[idx].busy++ == 0) {
-      reclaimable_.erase({handles_[idx].bytes, idx});
-      cold_bytes_ -= handles_[idx].bytes;
-    }
+    if (handles_[idx].busy++ == 0) cold_bytes_ -= handles_[idx].bytes;
   }
 }
 
@@ -82,9 +79,23 @@ void arena::untouch(device_ptr p, std::size_t size) {
     if (--granules_[g].live != 0) continue;
     const std::uint32_t idx = views_[granules_[g].view].handle;
     if (--handles_[idx].busy == 0) {
-      reclaimable_.insert({handles_[idx].bytes, idx});
-      cold_bytes_ += handles_[idx].bytes;
+      auto& h = handles_[idx];
+      if (!h.listed) reclaimable_.insert({h.bytes, idx});
+      h.listed = true;
+      cold_bytes_ += h.bytes;
     }
+  }
+}
+
+void arena::drop_stale_cold() {
+  for (auto it = reclaimable_.begin(); it != reclaimable_.end();) {
+    auto& h = handles_[it->second];
+    if (h.busy == 0) {
+      ++it;
+      continue;
+    }
+    h.listed = false;
+    it = reclaimable_.erase(it);
   }
 }
 
@@ -109,7 +120,7 @@ std::uint32_t arena::create_handle(std::size_t bytes) {
   const phys_handle h = device_->mem_create(bytes);
   if (h == 0) return none;
   const auto s = new_slot();
-  handles_[s] = handle_rec{h, bytes, 0, true, {}};
+  handles_[s] = handle_rec{h, bytes, 0, true, false, {}};
   reserved_ += bytes;
   ++counters_.handles_created;
   return s;
@@ -136,6 +147,7 @@ std::uint32_t arena::map_view(std::uint32_t idx, device_ptr va) {
   if (h.views.empty()) {
     mapped_ += h.bytes;
     reclaimable_.insert({h.bytes, idx});  // cold until the caller places a block on it
+    h.listed = true;
     cold_bytes_ += h.bytes;
   } else {
     ++counters_.aliases_mapped;
@@ -151,6 +163,7 @@ void arena::unmap_handle(std::uint32_t idx) {
   if (before_unmap_) before_unmap_();
   auto& h = handles_[idx];
   reclaimable_.erase({h.bytes, idx});
+  h.listed = false;
   cold_bytes_ -= h.bytes;
   for (const std::uint32_t v : h.views) {
     const device_ptr va = views_[v].va;
@@ -192,6 +205,7 @@ void arena::release_spare(std::uint32_t idx) {
 
 std::size_t arena::trim() {
   const std::size_t before = reserved_;
+  drop_stale_cold();
   while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
   while (!spare_.empty()) {
     const auto idx = spare_.begin()->second;
@@ -269,7 +283,7 @@ void arena::validate() const {
     if (covered != h.bytes) throw invariant_error(fmt::format("arena: handle {}: bytes from {} owned by no view", i, covered));
     if (busy != h.busy)
       throw invariant_error(fmt::format("arena: handle {} counts {} busy granules, has {}", i, h.busy, busy));
-    if ((busy == 0) != (reclaimable_.count({h.bytes, i}) == 1))
+    if (h.listed != (reclaimable_.count({h.bytes, i}) == 1) || (busy == 0 && !h.listed))
       throw invariant_error(fmt::format("arena: handle {}: cold set disagrees with busy = {}", i, busy));
   }
   std::size_t live_views = 0;

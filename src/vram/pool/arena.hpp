@@ -17,16 +17,17 @@
 // bytes of memory mapped anew, over
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
 //  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
-//    on one or both sides of it (left- or right-aligned) and mapping handles into the gap; and *aliases*.
-//    Free memory at the end of a handle (beside unmapped address space) can hold the first bytes of a block
+//    on one or both sides of it (left- or right-aligned) and mapping handles into the gap;
+//  - once it is tight: also *aliases*. Free memory at the end of a handle (beside unmapped address space) can hold the first bytes of a block
 //    anywhere, and free memory at a handle's start its last bytes: the handle is mapped a second time so
 //    that the piece falls where the block needs it. Blocks then share granules whatever their addresses, so
 //    memory that is free only in parts of granules still serves requests.
 // The arena is *tight* when the device (or the limit) has no room left for the cache budget beside a
 // request; it is *lean* when reserved memory, grown by the request, would leave less than the cache budget
-// under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and aliases and size new
-// handles from the room left (under the device, or under that bound); only a tight arena also places blocks
-// by the least cold memory they pin and stitches cold handles generously.
+// under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and size new handles from the
+// room left (under the device, or under that bound); only a tight arena also maps aliases, places blocks by
+// the least cold memory they pin and stitches cold handles generously (each of which, on a roomy device,
+// costs more driver time or later fits than it saves).
 // Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
 // The bytes to map anew come from spare handles, then (past the cache budget) from cold handles unmapped
 // and mapped again where the block goes ("stitching"), then from new handles. When the device (or the
@@ -67,7 +68,7 @@ struct arena_options {
   /// Whether growth may map a handle a second time to use free memory at its ends (aliases).
   bool aliasing = true;
   /// Reserved memory the arena keeps under, as a multiple of the peak bytes in use: nearing it, the arena is
-  /// lean (growth into holes and through aliases, smaller handles). 0: never lean, only tight.
+  /// lean (growth into holes, smaller handles). 0: never lean, only tight.
   double reserve_ratio = 0;
 };
 
@@ -146,6 +147,7 @@ class arena {
     std::size_t bytes = 0;
     std::uint32_t busy = 0;  // granules of its views with live > 0
     bool in_use = false;     // slot holds a handle
+    bool listed = false;     // in reclaimable_ (kept there while busy, until the set is next walked)
     std::vector<std::uint32_t> views;  // empty when spare
   };
   struct view_rec {
@@ -183,9 +185,12 @@ class arena {
   std::size_t suffix_len(std::size_t zi, device_ptr x) const;
   std::size_t prefix_len(std::size_t zi, device_ptr x) const;
   void validate_pieces(std::size_t zi) const;
+  // Only a tight arena maps aliases, so the indexes are kept only from its first tight request until 1024
+  // requests in a row found it roomy; then they are dropped, and built again from the gaps when next wanted.
+  void keep_pieces(bool keep);
 
   // Placement and growth (arena_placement.cpp).
-  void judge_tightness(std::size_t size) noexcept;
+  void judge_tightness(std::size_t size);
   std::size_t pinned_by(device_ptr p, std::size_t size) const;
   plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
   plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous) const;
@@ -221,7 +226,11 @@ class arena {
   std::vector<std::uint32_t> free_slots_;
   std::vector<view_rec> views_;
   std::vector<std::uint32_t> free_views_;
-  std::set<std::pair<std::size_t, std::uint32_t>> reclaimable_;  // mapped, busy == 0; by (bytes, slot)
+  // Mapped handles that were cold when last looked at, by (bytes, slot): every cold handle, and busy ones
+  // not yet dropped. A handle going busy stays listed (blocks come and go on the same handles far more
+  // often than memory is recycled); drop_stale_cold() drops the busy ones before the set is walked.
+  std::set<std::pair<std::size_t, std::uint32_t>> reclaimable_;
+  void drop_stale_cold();
   std::multimap<std::size_t, std::uint32_t> spare_;              // created, not mapped; by bytes
   std::size_t spare_bytes_ = 0;
   std::size_t reserved_ = 0;
@@ -233,6 +242,8 @@ class arena {
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
   bool tight_ = false;          // the device (or the limit) has no room left for the cache budget
   bool lean_ = false;           // tight, or reserved memory near reserve_ratio x the peak in use
+  bool pieces_kept_ = false;    // whether the zones' piece indexes are current
+  std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
 };
 
 }  // namespace vram::detail

@@ -73,6 +73,7 @@ void arena::refresh_point(std::size_t zi, device_ptr x) {
 // the pieces at the ends of the views holding p and q - 1, and only where a gap is (no piece is anywhere
 // else, and free memory changing does not move the gaps).
 void arena::pieces_changed(device_ptr p, device_ptr q) {
+  if (!pieces_kept_) return;
   const std::size_t zi = zone_index(p);
   const device_ptr zb = zone_base(zi), ze = zone_end(zi);
   auto mapped = [&](device_ptr x) { return granules_[granule_of(x)].view != none; };
@@ -91,13 +92,36 @@ void arena::pieces_changed(device_ptr p, device_ptr q) {
 
 // A view mapped or unmapped at [p, q): the gaps changed there, and only there.
 void arena::gaps_changed(device_ptr p, device_ptr q) {
+  if (!pieces_kept_) return;
   const std::size_t zi = zone_index(p);
   refresh_point(zi, p);
   refresh_point(zi, q);
 }
 
+void arena::keep_pieces(bool keep) {
+  if (keep == pieces_kept_) return;
+  pieces_kept_ = keep;
+  for (std::size_t zi = 0; zi < zones_.size(); ++zi) {
+    zone& z = zones_[zi];
+    z.suffix_at.clear();
+    z.prefix_at.clear();
+    z.suffix_by_len.clear();
+    z.prefix_by_len.clear();
+    if (!keep) continue;
+    for (const auto& [u0, gap] : z.unmapped.ranges()) {
+      refresh_point(zi, u0);
+      refresh_point(zi, u0 + gap);
+    }
+  }
+}
+
 void arena::validate_pieces(std::size_t zi) const {
   const zone& z = zones_[zi];
+  if (!pieces_kept_) {
+    if (!z.suffix_at.empty() || !z.prefix_at.empty() || !z.suffix_by_len.empty() || !z.prefix_by_len.empty())
+      throw invariant_error(fmt::format("arena: zone {} keeps pieces while its indexes are dropped", zi));
+    return;
+  }
   std::map<device_ptr, std::size_t> suffixes, prefixes;
   for (const auto& [u0, gap] : z.unmapped.ranges()) {
     if (const auto n = suffix_len(zi, u0)) suffixes.emplace(u0, n);

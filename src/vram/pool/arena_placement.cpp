@@ -74,7 +74,7 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 
 // Tight: the device (or the limit) no longer has room for the cache budget beside this block. Lean: the
 // same under the reserve bound (reserve_ratio x the peak in use), or tight.
-void arena::judge_tightness(std::size_t s) noexcept {
+void arena::judge_tightness(std::size_t s) {
   const auto no_room_under = [&](std::size_t bound) {
     const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
     return static_cast<double>(left) <
@@ -82,6 +82,13 @@ void arena::judge_tightness(std::size_t s) noexcept {
   };
   tight_ = no_room_under(capacity());
   lean_ = tight_ || no_room_under(lean_bound(s));
+  constexpr std::size_t roomy_requests_before_dropping_pieces = 1024;
+  if (tight_) {
+    roomy_judgements_ = 0;
+    if (options_.aliasing) keep_pieces(true);
+  } else if (pieces_kept_ && ++roomy_judgements_ >= roomy_requests_before_dropping_pieces) {
+    keep_pieces(false);
+  }
 }
 
 std::size_t arena::pinned_by(device_ptr p, std::size_t size) const {
@@ -180,7 +187,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   // may hold more than one granule of the block).
   auto candidates = [&](const by_len_t& by_len, std::size_t n, bool suffix, std::size_t k) {
     std::vector<piece> out;
-    if (!options_.aliasing || !lean_) return out;
+    if (!options_.aliasing || !tight_) return out;
     for (auto it = by_len.lower_bound({n, 0}); it != by_len.end() && out.size() < k; ++it)
       out.push_back(suffix ? suffix_piece(*it) : prefix_piece(*it));
     std::size_t big = 0;
@@ -302,7 +309,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + granule (one granule fewer to map).
-  if (options_.aliasing && lean_ && !z.suffix_by_len.empty() && !z.prefix_by_len.empty()) {
+  if (options_.aliasing && tight_ && !z.suffix_by_len.empty() && !z.prefix_by_len.empty()) {
     const std::size_t most_prefix = z.prefix_by_len.rbegin()->first;
     for (const std::size_t v : {r, r + g}) {
       if (v == 0 || v > s) continue;
@@ -356,6 +363,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
     } else if (block == 0 && refused) {
       // Refused: recycle every cold handle into a spare, and plan again with the memory that frees.
       ++counters_.out_of_memory_recoveries;
+      drop_stale_cold();
       while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
       const plan again = best_growth(size, align, zi, true);
       refused = false;
@@ -412,6 +420,7 @@ bool arena::protects(const plan& p, std::size_t size, std::uint32_t idx) const {
 // rather than map them whole under a smaller block, so the growth can create handles of the right size.
 void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size_t size, bool gen) {
   const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
+  drop_stale_cold();
   std::size_t got = 0;
   auto pick = [&](auto first, auto last) -> std::uint32_t {
     for (auto it = first; it != last; ++it)

@@ -7,11 +7,11 @@
 // | max_cached_ratio  | VRAM_MAX_CACHED_RATIO    | 0.05    | mapped-but-unused memory allowed, as a share of   |
 // |                   |                          |         | bytes in use, before growth recycles free handles |
 // | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once              |
-// | aliasing          | VRAM_ALIASING            | 1       | on a full or lean device, map a handle again to   |
+// | aliasing          | VRAM_ALIASING            | 1       | on a full device, map a handle again elsewhere to |
 // |                   |                          |         | use the free memory at its ends (0: off)          |
-// | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.11    | reserved memory to keep under, as a multiple of   |
-// |                   |                          |         | the peak bytes in use: nearing it, growth uses    |
-// |                   |                          |         | holes and aliases and makes smaller handles       |
+// | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.12    | reserved memory to keep under, as a multiple of   |
+// |                   |                          |         | the peak bytes in use: nearing it, growth fills   |
+// |                   |                          |         | holes and makes smaller handles                   |
 // |                   |                          |         | (0: only near the device's end or the limit)      |
 // | limit             | VRAM_LIMIT               | 0       | most bytes held from the device (0: no limit)     |
 // | thread_cache      | VRAM_THREAD_CACHE        | 1       | per-thread caches of freed blocks (0: off)        |
@@ -31,7 +31,7 @@ struct pool_options {
   double max_cached_ratio = 0.05;
   std::size_t max_handle_bytes = std::size_t{64} << 20;
   bool aliasing = true;
-  double reserve_ratio = 1.11;
+  double reserve_ratio = 1.12;
   std::size_t limit = 0;
   bool thread_cache = true;
   std::size_t thread_cache_bytes = std::size_t{4} << 20;
