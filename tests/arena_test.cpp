@@ -93,6 +93,30 @@ TEST(Arena, OnATightDeviceABlockUsesTheFreeEndOfAHandleMappedElsewhere) {
   EXPECT_EQ(t.ar.reserved(), 2 * MiB);
 }
 
+TEST(Arena, ThePieceIndexDroppedWhileRoomyIsBuiltAgainFromTheGaps) {
+  three_blocks t(one_zone());
+  EXPECT_FALSE(t.ar.pieces_indexed());  // never tight yet
+  // Tight once (6 MiB reserved under a 6 MiB limit): a 512-byte block in mapped memory, and the index is
+  // built; 1024 requests on a roomy arena drop it; the alias of the first test is then found from the gaps.
+  t.ar.set_limit(6 * MiB);
+  t.ar.deallocate(t.ar.allocate(512, 512), 512);
+  EXPECT_TRUE(t.ar.pieces_indexed());
+  t.ar.validate();
+  t.ar.set_limit(64 * MiB);
+  for (int i = 0; i < 1023; ++i) t.ar.deallocate(t.ar.allocate(512, 512), 512);
+  EXPECT_TRUE(t.ar.pieces_indexed());
+  t.ar.deallocate(t.ar.allocate(512, 512), 512);
+  EXPECT_FALSE(t.ar.pieces_indexed());
+  t.ar.validate();
+  t.ar.set_limit(8 * MiB);
+  const device_ptr z = t.ar.allocate(5 * MiB, 512);
+  EXPECT_TRUE(t.ar.pieces_indexed());
+  t.ar.validate();
+  EXPECT_EQ(z, t.base + 6 * MiB);
+  EXPECT_EQ(t.ar.counters().aliases_mapped, 1u);
+  EXPECT_EQ(t.ar.reserved(), 8 * MiB);
+}
+
 TEST(Arena, WithoutAliasesTheSameRequestFails) {
   three_blocks t(one_zone(8 * MiB, /*aliasing=*/false));
   // The same 5 MiB needs 3 whole granules, the limit allows 2 more than H0 and H2.

@@ -106,6 +106,9 @@ class arena {
 
   std::size_t reserved() const noexcept { return reserved_; }
   std::size_t in_use() const noexcept { return in_use_; }
+  /// @brief Whether the index of free handle ends is kept now (from the first tight request on, until 1024
+  /// requests in a row found the arena roomy).
+  bool pieces_indexed() const noexcept { return pieces_kept_; }
   /// @brief Bytes of handles that are mapped (each counted once, however many views it has).
   std::size_t mapped() const noexcept { return mapped_; }
   /// @brief Mapped memory no block uses: its total and the largest range, over all zones.
