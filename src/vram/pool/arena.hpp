@@ -18,10 +18,11 @@
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
 //  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
 //    on one or both sides of it (left- or right-aligned) and mapping handles into the gap;
-//  - once it is tight: also *aliases*. Free memory at the end of a handle (beside unmapped address space) can hold the first bytes of a block
-//    anywhere, and free memory at a handle's start its last bytes: the handle is mapped a second time so
-//    that the piece falls where the block needs it. Blocks then share granules whatever their addresses, so
-//    memory that is free only in parts of granules still serves requests.
+//  - once it is tight: also *aliases*. Free memory at the end of a handle (beside unmapped address space)
+//    can hold the first bytes of a block anywhere, and free memory at a handle's start its last bytes: the
+//    handle is mapped a second time so that the piece falls where the block needs it. Blocks then share
+//    granules whatever their addresses, so memory that is free only in parts of granules still serves
+//    requests.
 // The arena is *tight* when the device (or the limit) has no room left for the cache budget beside a
 // request; it is *lean* when reserved memory, grown by the request, would leave less than the cache budget
 // under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and size new handles from the
