@@ -8,9 +8,12 @@
 //    is freed, so two live blocks that overlapped, or a block reused while a stream still wrote it, fail.
 //  - GpuPoolThreads: vram's pool from 8 threads, each on its own stream, with blocks freed by other threads
 //    (record_stream on the freeing thread's stream); every block filled and checked; none handed out twice.
+//  - GpuPoolTight: vram's pool under a 192 MiB limit, where blocks go into holes and through aliases, every
+//    block filled and checked.
 //  - GpuStreamOrder/<policy, size>: a block freed on a stream held busy by the gate kernel is not handed to
 //    another stream while that work is queued: its address differs, and the check queued behind the gate
 //    finds the first block's pattern intact.
+//  - GpuUnmapOrder: a trim() that unmaps a block freed behind queued work waits for that work first.
 // Knobs (support/gpu_session.hpp): VRAM_GPU_STEPS, VRAM_GPU_THREAD_OPS, VRAM_GPU_GATE_MS; scripts/gpu-run sets
 // them lower under compute-sanitizer, with VRAM_GPU_SANITIZER=1 (kernels may run one at a time there, so a
 // test that needs a stream held busy skips instead of failing).
@@ -64,12 +67,81 @@ using gpu_check::mismatch;
 
 bool under_sanitizer() { return gpu_check::env_count("VRAM_GPU_SANITIZER", 0) != 0; }
 
+
 /// Adds a failure per block found wrong (the first 10); true when there was none.
 bool none_wrong(const std::vector<mismatch>& found, const std::string& where) {
   for (std::size_t i = 0; i < found.size() && i < 10; ++i) ADD_FAILURE() << where << ": " << describe(found[i]);
   if (found.size() > 10) ADD_FAILURE() << where << ": and " << found.size() - 10 << " more blocks";
   return found.empty();
 }
+
+// The blocks of a seeded random run, one checker per stream: a block is filled on its stream when it is
+// added and checked whole there before it is freed, and the live ranges are kept, so a block that overlaps
+// a live one is refused by add().
+class random_blocks {
+ public:
+  random_blocks(memory_resource& r, const std::vector<CUstream>& streams, const detail::cuda_api& api,
+                const gpu_check::kernels& k, std::string label)
+      : r_(r), streams_(streams), label_(std::move(label)) {
+    for (CUstream s : streams_) checkers_.push_back(std::make_unique<checker>(api, k, s));
+  }
+
+  bool empty() const noexcept { return blocks_.empty(); }
+  std::size_t count() const noexcept { return blocks_.size(); }
+  std::size_t live_bytes() const noexcept { return live_bytes_; }
+  std::uint64_t added() const noexcept { return next_; }
+  stream_id stream(std::size_t k) const noexcept { return id_of(streams_[k]); }
+  checker& on(std::size_t k) { return *checkers_[k]; }
+
+  // false (and nothing added) when [p, p + bytes) meets a live block.
+  bool add(device_ptr p, std::size_t bytes, std::size_t k) {
+    if (!live_.add(p, bytes)) return false;
+    checkers_[k]->fill(p, bytes, next_);
+    blocks_.push_back({p, bytes, k, next_++});
+    live_bytes_ += bytes;
+    return true;
+  }
+  void free_at(std::size_t i) {
+    const block b = blocks_[i];
+    blocks_[i] = blocks_.back();
+    blocks_.pop_back();
+    checkers_[b.stream]->check(b.p, b.bytes, b.sequence);
+    live_.remove(b.p);
+    r_.deallocate(b.p, b.bytes, id_of(streams_[b.stream]));
+    live_bytes_ -= b.bytes;
+  }
+  void free_all() {
+    while (!blocks_.empty()) free_at(blocks_.size() - 1);
+  }
+  // Every check queued so far, read back; false (with the mismatches reported) where a word was wrong.
+  bool collect_all(std::uint64_t step) {
+    bool ok = true;
+    for (auto& c : checkers_) ok = none_wrong(c->collect(), label_ + " by step " + std::to_string(step)) && ok;
+    return ok;
+  }
+  std::uint64_t checked() const {
+    std::uint64_t n = 0;
+    for (const auto& c : checkers_) n += c->blocks_checked();
+    return n;
+  }
+  void validate() const { live_.validate(); }
+
+ private:
+  struct block {
+    device_ptr p;
+    std::size_t bytes;
+    std::size_t stream;
+    std::uint64_t sequence;
+  };
+  memory_resource& r_;
+  std::vector<CUstream> streams_;
+  std::string label_;
+  std::vector<std::unique_ptr<checker>> checkers_;
+  std::vector<block> blocks_;
+  live_map live_;
+  std::size_t live_bytes_ = 0;
+  std::uint64_t next_ = 0;
+};
 
 /// The fixture of every suite here: opens the GPU in SetUp, or skips the test with the reason there is none.
 template <class Base>
@@ -221,75 +293,45 @@ TEST_P(GpuConformance, seeded_random_run_fills_and_checks_every_block) {
     auto r = make_resource(GetParam(), dev);
     const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
     const auto* rmm = dynamic_cast<const rmm_pool_resource*>(r.get());
-    std::vector<std::unique_ptr<checker>> checkers;
-    for (CUstream s : streams) checkers.push_back(std::make_unique<checker>(gpu_->api(), gpu_->pattern_kernels(), s));
+    random_blocks blocks(*r, {streams.begin(), streams.end()}, gpu_->api(), gpu_->pattern_kernels(), GetParam());
     std::mt19937_64 rng(20240611);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    struct block {
-      device_ptr p;
-      std::size_t bytes;
-      std::size_t stream;
-      std::uint64_t sequence;
-    };
-    std::vector<block> blocks;
-    live_map live;
-    std::size_t live_bytes = 0;
-    std::uint64_t next = 0;
     constexpr std::size_t max_live = 2 * GiB;
-
-    auto collect_all = [&](std::uint64_t step) {
-      bool ok = true;
-      for (auto& c : checkers) ok = none_wrong(c->collect(), GetParam() + " by step " + std::to_string(step)) && ok;
-      return ok;
-    };
-    auto free_at = [&](std::size_t i) {
-      const block b = blocks[i];
-      blocks[i] = blocks.back();
-      blocks.pop_back();
-      checkers[b.stream]->check(b.p, b.bytes, b.sequence);
-      live.remove(b.p);
-      r->deallocate(b.p, b.bytes, id_of(streams[b.stream]));
-      live_bytes -= b.bytes;
-    };
 
     for (std::uint64_t step = 0; step < steps; ++step) {
       const bool small = unit(rng) < 0.7;
       const double lo = small ? 9.0 : 20.0, hi = small ? 20.0 : 26.0;  // log2 of the size range
       const auto bytes = static_cast<std::size_t>(std::floor(std::exp2(lo + (hi - lo) * unit(rng))));
-      const bool alloc = blocks.empty() || (unit(rng) < 0.55 && live_bytes + bytes <= max_live);
+      const bool alloc = blocks.empty() || (unit(rng) < 0.55 && blocks.live_bytes() + bytes <= max_live);
       if (alloc) {
         const std::size_t k = rng() % streams.size();
         const std::uint64_t waits_before = rmm != nullptr ? rmm->stream_waits() : 0;
-        const device_ptr p = r->try_allocate(bytes, id_of(streams[k]));
-        ASSERT_NE(p, 0u) << "step " << step << ": " << bytes << " bytes failed with " << live_bytes << " live";
+        const device_ptr p = r->try_allocate(bytes, blocks.stream(k));
+        ASSERT_NE(p, 0u) << "step " << step << ": " << bytes << " bytes failed with " << blocks.live_bytes() << " live";
         ASSERT_EQ(p % 512, 0u) << "step " << step;
-        ASSERT_TRUE(live.add(p, bytes)) << "step " << step << ": " << bytes << " bytes at " << p
-                                        << " overlap a live block";
         if (e.test_waits_for_other_streams && rmm != nullptr && rmm->stream_waits() > waits_before) {
-          for (std::size_t j = 0; j < checkers.size(); ++j)
-            if (j != k) checkers[j]->synchronize();
+          for (std::size_t j = 0; j < streams.size(); ++j)
+            if (j != k) blocks.on(j).synchronize();
         }
-        checkers[k]->fill(p, bytes, next);
-        blocks.push_back({p, bytes, k, next++});
-        live_bytes += bytes;
+        ASSERT_TRUE(blocks.add(p, bytes, k)) << "step " << step << ": " << bytes << " bytes at " << p
+                                             << " overlap a live block";
       } else {
-        free_at(rng() % blocks.size());
+        blocks.free_at(rng() % blocks.count());
       }
       ASSERT_GE(r->reserved_bytes(), r->allocated_bytes()) << "step " << step;
-      ASSERT_GE(r->allocated_bytes(), live_bytes) << "step " << step;
+      ASSERT_GE(r->allocated_bytes(), blocks.live_bytes()) << "step " << step;
       if (step % 64 == 63) r->validate();
       if (step % 256 == 255) {
-        ASSERT_TRUE(collect_all(step));
+        ASSERT_TRUE(blocks.collect_all(step));
       }
     }
-    while (!blocks.empty()) free_at(blocks.size() - 1);
-    ASSERT_TRUE(collect_all(steps));
+    blocks.free_all();
+    ASSERT_TRUE(blocks.collect_all(steps));
     EXPECT_EQ(r->allocated_bytes(), 0u);
     r->validate();
-    live.validate();
-    std::uint64_t checked = 0;
-    for (const auto& c : checkers) checked += c->blocks_checked();
-    EXPECT_EQ(checked, next) << "every block allocated was checked once";
+    blocks.validate();
+    const std::uint64_t checked = blocks.checked();
+    EXPECT_EQ(checked, blocks.added()) << "every block allocated was checked once";
     RecordProperty("blocks_checked", std::to_string(checked));
 
     const std::size_t reserved_before = r->reserved_bytes(), held_before = dev.held_bytes();
@@ -375,64 +417,38 @@ TEST_F(GpuPoolTight, blocks_placed_in_holes_and_through_aliases_keep_their_patte
     const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
     const auto* pool = dynamic_cast<const pool_resource*>(r.get());
     ASSERT_NE(pool, nullptr);
-    std::vector<std::unique_ptr<checker>> checkers;
-    for (CUstream s : streams) checkers.push_back(std::make_unique<checker>(gpu_->api(), gpu_->pattern_kernels(), s));
+    random_blocks blocks(*r, {streams.begin(), streams.end()}, gpu_->api(), gpu_->pattern_kernels(), "vram near its limit");
     std::mt19937_64 rng(20261203);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    struct block {
-      device_ptr p;
-      std::size_t bytes;
-      std::size_t stream;
-      std::uint64_t sequence;
-    };
-    std::vector<block> blocks;
-    live_map live;
-    std::size_t live_bytes = 0;
-    std::uint64_t next = 0, refused = 0;
+    std::uint64_t refused = 0;
     constexpr std::size_t max_live = 160 * MiB;
-    auto collect_all = [&](std::uint64_t step) {
-      bool ok = true;
-      for (auto& c : checkers) ok = none_wrong(c->collect(), "step " + std::to_string(step)) && ok;
-      return ok;
-    };
-    auto free_at = [&](std::size_t i) {
-      const block b = blocks[i];
-      blocks[i] = blocks.back();
-      blocks.pop_back();
-      checkers[b.stream]->check(b.p, b.bytes, b.sequence);
-      live.remove(b.p);
-      r->deallocate(b.p, b.bytes, id_of(streams[b.stream]));
-      live_bytes -= b.bytes;
-    };
     for (std::uint64_t step = 0; step < steps; ++step) {
       const auto bytes = static_cast<std::size_t>(std::floor(std::exp2(9.0 + 15.0 * unit(rng))));
-      const bool alloc = blocks.empty() || (unit(rng) < 0.6 && live_bytes + bytes <= max_live);
+      const bool alloc = blocks.empty() || (unit(rng) < 0.6 && blocks.live_bytes() + bytes <= max_live);
       if (alloc) {
         const std::size_t k = rng() % streams.size();
-        const device_ptr p = r->try_allocate(bytes, id_of(streams[k]));
+        const device_ptr p = r->try_allocate(bytes, blocks.stream(k));
         if (p == 0) {  // the limit is near: make room and go on
           ++refused;
-          free_at(rng() % blocks.size());
+          blocks.free_at(rng() % blocks.count());
           continue;
         }
         ASSERT_EQ(p % 512, 0u) << "step " << step;
-        ASSERT_TRUE(live.add(p, bytes)) << "step " << step << ": " << bytes << " bytes at " << p
-                                        << " overlap a live block";
-        checkers[k]->fill(p, bytes, next);
-        blocks.push_back({p, bytes, k, next++});
-        live_bytes += bytes;
+        ASSERT_TRUE(blocks.add(p, bytes, k)) << "step " << step << ": " << bytes << " bytes at " << p
+                                             << " overlap a live block";
       } else {
-        free_at(rng() % blocks.size());
+        blocks.free_at(rng() % blocks.count());
       }
       ASSERT_LE(r->reserved_bytes(), 192 * MiB) << "step " << step;
       if (step % 64 == 63) r->validate();
       if (step % 256 == 255) {
-        ASSERT_TRUE(collect_all(step));
+        ASSERT_TRUE(blocks.collect_all(step));
       }
     }
-    while (!blocks.empty()) free_at(blocks.size() - 1);
-    ASSERT_TRUE(collect_all(steps));
+    blocks.free_all();
+    ASSERT_TRUE(blocks.collect_all(steps));
     r->validate();
+    const std::uint64_t next = blocks.added();
     const pool_stats st = pool->stats();
     RecordProperty("blocks_checked", std::to_string(next));
     RecordProperty("aliases_mapped", std::to_string(st.arena.aliases_mapped));
