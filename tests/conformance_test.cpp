@@ -21,6 +21,7 @@
 #include "vram/device/sim_device.hpp"
 #include "vram/emulation/rmm_pool_resource.hpp"
 #include "vram/resource/registry.hpp"
+#include "support/live_map.hpp"
 
 namespace vram {
 namespace {
@@ -100,23 +101,7 @@ sim_device_options device_of(std::size_t capacity) {
   return o;
 }
 
-/// Live blocks by start address, as [start, start + bytes), to check a new block against its neighbours.
-class live_map {
- public:
-  /// @brief Adds a block; false when it overlaps a live one.
-  bool add(device_ptr p, std::size_t bytes) {
-    auto next = blocks_.lower_bound(p);
-    if (next != blocks_.end() && next->first < p + bytes) return false;
-    if (next != blocks_.begin() && std::prev(next)->first + std::prev(next)->second > p) return false;
-    blocks_.emplace_hint(next, p, bytes);
-    return true;
-  }
-  void remove(device_ptr p) { blocks_.erase(p); }
-  std::size_t size() const noexcept { return blocks_.size(); }
-
- private:
-  std::map<device_ptr, std::size_t> blocks_;
-};
+using test_support::live_map;
 
 bool overlap(device_ptr a, std::size_t a_bytes, device_ptr b, std::size_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
-#include <map>
 #include <random>
 #include <mutex>
 #include <set>
@@ -14,6 +13,7 @@
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/pool/pool_resource.hpp"
+#include "support/live_map.hpp"
 
 namespace vram {
 namespace {
@@ -379,14 +379,14 @@ TEST(Pool, NearItsLimitARandomRunGrowsIntoHolesAndThroughAliasesAndStaysConsiste
     stream_id stream;
   };
   std::vector<block> blocks;
-  std::map<device_ptr, std::size_t> live;
+  test_support::live_map live;
   std::size_t live_bytes = 0;
   bool saw_views = false;
   auto free_at = [&](std::size_t i) {
     const block b = blocks[i];
     blocks[i] = blocks.back();
     blocks.pop_back();
-    live.erase(b.p);
+    live.remove(b.p);
     pool.deallocate(b.p, b.bytes, b.stream);
     live_bytes -= b.bytes;
   };
@@ -400,10 +400,7 @@ TEST(Pool, NearItsLimitARandomRunGrowsIntoHolesAndThroughAliasesAndStaysConsiste
         free_at(rng() % blocks.size());
         continue;
       }
-      const auto next = live.lower_bound(p);
-      ASSERT_TRUE(next == live.end() || p + bytes <= next->first) << "step " << step;
-      ASSERT_TRUE(next == live.begin() || std::prev(next)->first + std::prev(next)->second <= p) << "step " << step;
-      live.emplace(p, bytes);
+      ASSERT_TRUE(live.add(p, bytes)) << "step " << step << ": " << bytes << " bytes at " << p << " overlap a live block";
       blocks.push_back({p, bytes, s});
       live_bytes += bytes;
       if (!saw_views && pool.stats().arena.aliases_mapped > 0) {

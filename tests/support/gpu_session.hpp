@@ -25,6 +25,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/core/types.hpp"
+#include "support/live_map.hpp"
 #include "vram/device/cuda_driver.hpp"
 
 #if VRAM_HAVE_CUDA_H
@@ -47,32 +48,7 @@ inline std::uint64_t random_run_steps() { return env_count("VRAM_GPU_STEPS", 300
 inline std::uint64_t thread_operations() { return env_count("VRAM_GPU_THREAD_OPS", 120'000); }
 inline std::uint64_t gate_limit_ns() { return env_count("VRAM_GPU_GATE_MS", 10'000) * 1'000'000; }
 
-/// @brief Live blocks by start address, [start, start + bytes): a new block must not overlap a live one.
-class live_map {
- public:
-  /// @brief Adds a block; false (and nothing added) when it overlaps a live block.
-  bool add(device_ptr p, std::size_t bytes) {
-    auto next = blocks_.lower_bound(p);
-    if (next != blocks_.end() && next->first < p + bytes) return false;
-    if (next != blocks_.begin() && std::prev(next)->first + std::prev(next)->second > p) return false;
-    blocks_.emplace_hint(next, p, bytes);
-    return true;
-  }
-  /// @brief Forgets a block; false when it was not live.
-  bool remove(device_ptr p) { return blocks_.erase(p) == 1; }
-  std::size_t size() const noexcept { return blocks_.size(); }
-  /// @brief Throws invariant_error when two blocks overlap or one is empty.
-  void validate() const {
-    device_ptr end = 0;
-    for (const auto& [p, bytes] : blocks_) {
-      if (bytes == 0 || p < end) throw invariant_error("live_map: a block is empty or overlaps the one before it");
-      end = p + bytes;
-    }
-  }
-
- private:
-  std::map<device_ptr, std::size_t> blocks_;
-};
+using test_support::live_map;
 
 inline bool overlap(device_ptr a, std::size_t a_bytes, device_ptr b, std::size_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
