@@ -198,7 +198,7 @@ class arena {
   std::size_t pinned_by(device_ptr p, std::size_t size) const;
   plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
   plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous) const;
-  void take(const plan& p, std::size_t size, std::size_t zi);
+  void take(const plan& p, std::size_t size);
   void note_growth(const plan& p, device_ptr block, std::size_t size);
   device_ptr carry_out(const plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen, bool& refused);
   bool acquire(const plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,

@@ -336,7 +336,7 @@ device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size
   const plan p = best_mapped(size, align, zi);
   // A generous arena may rather grow than pin cold memory; allocate() decides that, with every candidate.
   if (!p.valid || (p.pinned > 0 && tight_)) return 0;
-  take(p, size, zi);
+  take(p, size);
   return p.block;
 }
 
@@ -345,7 +345,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
   const bool gen = tight_;
   const plan m = best_mapped(size, align, zi);
   if (m.valid && (m.pinned == 0 || !gen)) {
-    take(m, size, zi);
+    take(m, size);
     return m.block;
   }
   ++counters_.growths;
@@ -353,12 +353,12 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
   const plan grown = best_growth(size, align, zi, gen);
   bool refused = false;
   if (m.valid && (!grown.valid || !(grown.key(gen) < m.key(gen)))) {
-    take(m, size, zi);  // mapped memory wins after all
+    take(m, size);  // mapped memory wins after all
     block = m.block;
   } else if (grown.valid) {
     block = carry_out(grown, size, zi, false, gen, refused);
     if (block == 0 && refused && m.valid) {
-      take(m, size, zi);  // the device refused; the mapped memory is still there
+      take(m, size);  // the device refused; the mapped memory is still there
       block = m.block;
     } else if (block == 0 && refused) {
       // Refused: recycle every cold handle into a spare, and plan again with the memory that frees.
@@ -396,8 +396,7 @@ void arena::note_growth(const plan& p, device_ptr block, std::size_t size) {
   touch(block, size);
 }
 
-void arena::take(const plan& p, std::size_t size, std::size_t zi) {
-  (void)zi;
+void arena::take(const plan& p, std::size_t size) {
   free_erase(p.block, size);
   in_use_ += size;
   peak_in_use_ = std::max(peak_in_use_, in_use_);
