@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unordered_map>
+#include <vector>
 
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
@@ -20,6 +21,7 @@ class exact_resource final : public memory_resource {
 
  protected:
   device_ptr do_allocate(std::size_t bytes, stream_id) override {
+    times.push_back(upstream_device().now_ns());
     const std::size_t r = round_up(bytes, 512);
     if (allocated_ + r > limit_) return 0;
     allocated_ += r;
@@ -29,6 +31,7 @@ class exact_resource final : public memory_resource {
     return next_;
   }
   void do_deallocate(device_ptr p, std::size_t, stream_id) override {
+    times.push_back(upstream_device().now_ns());
     auto it = live_.find(p);
     if (it == live_.end()) throw usage_error("not live");
     allocated_ -= it->second;
@@ -39,6 +42,9 @@ class exact_resource final : public memory_resource {
  private:
   std::size_t limit_;
   device_ptr next_ = 1 << 20;
+
+ public:
+  std::vector<std::int64_t> times;  // the device's time at each call
   std::unordered_map<device_ptr, std::size_t> live_;
 };
 
@@ -90,6 +96,21 @@ TEST(Replay, MeasuresEveryMetricOfAHandMadeTrace) {
   EXPECT_EQ(*m.recorded_peak_reserved_bytes, 2 * MiB);
   EXPECT_DOUBLE_EQ(m.trace_seconds, 130e-6);
   EXPECT_EQ(m.final_reserved_bytes, 0u);
+}
+
+TEST(Replay, TheAllocatorSeesTheTraceTimeOfEachRow) {
+  sim_device dev(quiet());
+  EXPECT_EQ(dev.now_ns(), 0);  // the simulated device's time moves only when set
+  exact_resource r(dev, MiB);
+  trace t = hand_trace();
+  for (auto& e : t.events) e.time_us += 5'000'000;  // from the first row: 0, 10, 30, 40, 100, (100), 110 us
+  replay(t, r);
+  EXPECT_EQ(r.times, (std::vector<std::int64_t>{0, 10'000, 30'000, 40'000, 100'000, 110'000}));
+  EXPECT_EQ(dev.now_ns(), 0);  // and after the replay it is the device's own again
+  dev.set_time(7);
+  EXPECT_EQ(dev.now_ns(), 7);
+  dev.follow_clock();
+  EXPECT_EQ(dev.now_ns(), 0);
 }
 
 TEST(Replay, CountsAFailedAllocationAndSkipsItsFree) {

@@ -1,5 +1,7 @@
-// Names and totals of device calls.
+// Names and totals of device calls, and the device's own clock.
 #include "vram/device/device.hpp"
+
+#include <chrono>
 
 namespace vram {
 
@@ -29,6 +31,11 @@ std::uint64_t device_call_stats::total_calls() const noexcept {
   std::uint64_t n = 0;
   for (auto c : count) n += c;
   return n;
+}
+
+std::int64_t device::clock_ns() const noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::uint64_t device_call_stats::total_nanoseconds() const noexcept {

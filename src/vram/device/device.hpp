@@ -1,9 +1,11 @@
 #pragma once
 // The device seam: everything an allocator asks of a GPU driver, and the only place that talks to one.
-// Implementations: sim_device (no GPU; no host memory behind device bytes) and, later, cuda_device.
+// Implementations: sim_device (no GPU; no host memory behind device bytes) and cuda_device.
 // Every call is counted by kind with its (modelled or measured) time, so a replay can report driver cost.
+// The device also tells allocators the time (now_ns()), which a replay sets to the trace's.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -108,8 +110,28 @@ class device {
   const device_call_stats& calls() const noexcept { return calls_; }
   void reset_calls() noexcept { calls_ = {}; }
 
+  // Time, as allocators see it. A pool that decides from time (how fast it is mapping memory) reads it here,
+  // so that in a replay it sees the trace's time, on the simulated device and on a GPU alike.
+  /// @brief Nanoseconds from an arbitrary start: the time last given to set_time(), else the device's own
+  /// clock (the steady clock on a GPU; 0 on the simulated device, whose time moves only when it is set).
+  std::int64_t now_ns() const noexcept {
+    const std::int64_t t = set_ns_.load(std::memory_order_relaxed);
+    return t != unset ? t : clock_ns();
+  }
+  /// @brief now_ns() returns @p ns until set again or follow_clock() (a replay sets each row's time).
+  void set_time(std::int64_t ns) noexcept { set_ns_.store(ns == unset ? unset + 1 : ns, std::memory_order_relaxed); }
+  /// @brief now_ns() follows the device's own clock again.
+  void follow_clock() noexcept { set_ns_.store(unset, std::memory_order_relaxed); }
+
  protected:
+  /// @brief The device's own clock: the steady clock, unless an implementation has another.
+  virtual std::int64_t clock_ns() const noexcept;
+
   device_call_stats calls_;
+
+ private:
+  static constexpr std::int64_t unset = INT64_MIN;
+  std::atomic<std::int64_t> set_ns_{unset};
 };
 
 }  // namespace vram

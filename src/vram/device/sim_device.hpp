@@ -76,6 +76,11 @@ class sim_device final : public device {
   /// invariant_error naming the broken invariant. O(state): for tests, not for every call.
   void validate() const;
 
+ protected:
+  /// The simulated device has no clock of its own: its time is 0 until set_time() moves it, so every run
+  /// on it repeats exactly.
+  std::int64_t clock_ns() const noexcept override { return 0; }
+
  private:
   struct impl;
   sim_device_options options_;

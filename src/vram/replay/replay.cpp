@@ -35,6 +35,10 @@ device_call_stats difference(const device_call_stats& after, const device_call_s
   return d;
 }
 
+trace_time::trace_time(device& dev, std::int64_t t0_us) : dev_(dev), t0_us_(t0_us) {}
+trace_time::~trace_time() { dev_.follow_clock(); }
+void trace_time::at(std::int64_t time_us) noexcept { dev_.set_time((time_us - t0_us_) * 1000); }
+
 device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
   device_call_stats d;
   for (std::size_t k = 0; k < device_call_kinds; ++k) {
@@ -89,6 +93,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
   std::size_t live_bytes = 0;
   double weighted_ratio = 0, weighted_time = 0;
   const std::int64_t t0 = t.events.empty() ? 0 : t.events.front().time_us;
+  detail::trace_time clock(dev, t0);  // the allocator sees the trace's time
 
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = detail::thread_cpu_seconds();
@@ -105,6 +110,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
       weighted_time += dt;
     }
     state_since = e.time_us;
+    clock.at(e.time_us);
     if (e.action == trace_action::alloc) {
       ++r.allocations;
       auto [it, fresh] = live.try_emplace(e.addr, detail::live_block{0, e.size, e.stream});

@@ -3,7 +3,7 @@
 // `alloc` calls allocate(size, stream) and `free_requested` calls deallocate; `free_completed` and the
 // segment rows are what the recorded allocator did, kept only for comparison (recorded peak reserved).
 // A free that matches no live block is counted and skipped; an allocation the allocator cannot serve is
-// counted as failed, and its later free is skipped.
+// counted as failed, and its later free is skipped. The device's time follows the rows' times (trace_time).
 
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +55,23 @@ struct replay_result {
 
 /// @brief Replays @p t against @p resource (over its device).
 replay_result replay(const trace& t, memory_resource& resource, const replay_options& options = {});
+
+namespace detail {
+/// @brief While it lives, the device tells the time of the trace row being replayed (from the first row),
+/// so a pool that decides from time decides as it would have while the trace was recorded.
+class trace_time {
+ public:
+  trace_time(device& dev, std::int64_t t0_us);
+  ~trace_time();
+  trace_time(const trace_time&) = delete;
+  trace_time& operator=(const trace_time&) = delete;
+  void at(std::int64_t time_us) noexcept;
+
+ private:
+  device& dev_;
+  std::int64_t t0_us_;
+};
+}  // namespace detail
 
 /// @brief The recorded allocator's peak reserved bytes from segment rows, if the trace has any.
 std::optional<std::size_t> recorded_peak_reserved(const trace& t);

@@ -66,6 +66,7 @@ soak_policy_result soak_policy(const trace& t, std::string_view policy, const si
                                  static_cast<std::size_t>((time_us - t0) * std::int64_t{soak_windows} / span));
   };
 
+  detail::trace_time clock(dev, t0);
   std::unordered_map<std::uint64_t, detail::soak_block> live;
   live.reserve(4096);
   std::size_t live_bytes = 0;
@@ -83,6 +84,7 @@ soak_policy_result soak_policy(const trace& t, std::string_view policy, const si
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const trace_event& e = t.events[i];
     if (e.action != trace_action::alloc && e.action != trace_action::free_requested) continue;
+    clock.at(e.time_us);
     // The state before this row was held into its window: carry it into every window entered since.
     for (const std::size_t w = window_of(e.time_us); window < w;) {
       ++window;
