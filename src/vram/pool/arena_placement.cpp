@@ -357,9 +357,12 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
     block = m.block;
   } else if (grown.valid) {
     block = carry_out(grown, size, zi, false, gen, refused);
-    if (block == 0 && refused && m.valid) {
-      take(m, size);  // the device refused; the mapped memory is still there
-      block = m.block;
+    // The device refused: mapped memory that holds the block, if any is left. The growth may have recycled
+    // cold handles under the range found before, so it is looked for again.
+    const plan still = block == 0 && refused && m.valid ? best_mapped(size, align, zi) : plan{};
+    if (still.valid) {
+      take(still, size);
+      block = still.block;
     } else if (block == 0 && refused) {
       // Refused: recycle every cold handle into a spare, and plan again with the memory that frees.
       ++counters_.out_of_memory_recoveries;
