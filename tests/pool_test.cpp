@@ -35,22 +35,22 @@ pool_options plain(double ratio = 0.05) {
 
 std::uint64_t calls(const sim_device& d, device_call c) { return d.calls().calls(c); }
 
-TEST(Pool, GrowsAtTheTopAndGivesEachBlockItsOwnHandles) {
+TEST(Pool, GrowsAtTheTopInHandlesOverTheBlocksGranules) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain());
-  // 3 MiB: 4 MiB mapped as a 2 MiB handle for its whole granule and a 2 MiB handle for its partial one.
+  // 3 MiB: its two granules, the partial one with the whole one, mapped as one 4 MiB handle: one call each.
   const device_ptr a = pool.allocate(3 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 4 * MiB);
   EXPECT_EQ(pool.allocated_bytes(), 3 * MiB);
-  EXPECT_EQ(calls(dev, device_call::mem_create), 2u);
-  EXPECT_EQ(calls(dev, device_call::mem_map), 2u);
-  EXPECT_EQ(calls(dev, device_call::set_access), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 1u);
+  EXPECT_EQ(calls(dev, device_call::mem_map), 1u);
+  EXPECT_EQ(calls(dev, device_call::set_access), 1u);
   // 1.5 MiB does not fit the 1 MiB left at the top: it extends it, mapping one more 2 MiB handle:
   // the block sits at a + 3 MiB and ends at a + 4.5 MiB.
   const device_ptr b = pool.allocate(3 * MiB / 2);
   EXPECT_EQ(b, a + 3 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
-  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 2u);
   pool.validate();
   // Freeing a leaves [a, a+3 MiB) and [a+4.5 MiB, a+6 MiB) free: 4.5 MiB, the largest 3 MiB.
   pool.deallocate(a, 3 * MiB);
@@ -60,28 +60,53 @@ TEST(Pool, GrowsAtTheTopAndGivesEachBlockItsOwnHandles) {
   pool.validate();
 }
 
+TEST(Pool, OutsideABurstHandlesAreSmallInABurstLarge) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  // 20 MiB on a roomy device, the first growth within the 10 ms window: 20 MiB is no burst (256 MiB), so
+  // handles of at most 8 MiB: 8 + 8 + 4.
+  dev.set_time(0);
+  const device_ptr a = pool.allocate(20 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
+  // 250 MiB 1 ms later: 270 MiB grown within 10 ms, a burst, so handles of up to 64 MiB: 64 x 3 + 58.
+  dev.set_time(1'000'000);
+  const device_ptr b = pool.allocate(250 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u + 4u);
+  EXPECT_EQ(pool.stats().arena.burst_growths, 1u);
+  // 20 MiB at 10.5 ms: the first 20 MiB has left the window (10 ms), the 250 MiB has not: 270 MiB, a burst,
+  // one 20 MiB handle. 20 MiB more at 21.5 ms, alone in its window: small handles again.
+  dev.set_time(10'500'000);
+  pool.allocate(20 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 7u + 1u);
+  dev.set_time(21'500'000);
+  pool.allocate(20 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 8u + 3u);
+  EXPECT_EQ(pool.stats().arena.burst_growths, 2u);
+  EXPECT_EQ(pool.reserved_bytes(), 310 * MiB);
+  pool.deallocate(a, 20 * MiB);
+  pool.deallocate(b, 250 * MiB);
+  pool.validate();
+}
+
 TEST(Pool, PastTheCacheBudgetGrowthRecyclesColdHandles) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain(0.0));
-  const device_ptr a = pool.allocate(3 * MiB);      // handles h0 [0,2) and h1 [2,4) MiB
-  const device_ptr b = pool.allocate(3 * MiB / 2);  // h2 [4,6); b = [3, 4.5)
-  pool.deallocate(a, 3 * MiB);                      // h0 turns cold; h1 still holds b
-  // 4 MiB fits no free range ([0,3) and [4.5,6)): it extends the 1.5 MiB at the top, so 2.5 MiB more is
-  // needed, 4 MiB mapped. Budget: (1 + 0) x (1.5 + 4) MiB = 5.5 MiB < 6 + 4 MiB, so the cold h0 is unmapped
-  // and mapped again at the top, and one new 2 MiB handle is made: reserved 8 MiB, not 10.
-  const device_ptr c = pool.allocate(4 * MiB);
+  const device_ptr a = pool.allocate(4 * MiB);      // handle h0 [0,4) MiB
+  const device_ptr b = pool.allocate(3 * MiB / 2);  // h1 [4,6); b = [4, 5.5)
+  pool.deallocate(a, 4 * MiB);                      // h0 turns cold
+  // 4.5 MiB fits no free range ([0,4) and [5.5,6)): it extends the 0.5 MiB at the top, so 4 MiB more is
+  // needed. Budget: (1 + 0) x (1.5 + 4.5) MiB = 6 MiB < 6 + 4 MiB, so the cold h0, 4 MiB, is unmapped and
+  // mapped again at the top, [6,10): reserved stays 6 MiB, not 10, and nothing is free.
+  const device_ptr c = pool.allocate(9 * MiB / 2);
   EXPECT_EQ(c, b + 3 * MiB / 2);
-  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
-  EXPECT_EQ(calls(dev, device_call::mem_create), 4u);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 2u);
   EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
-  EXPECT_EQ(calls(dev, device_call::mem_map), 5u);
-  // Free now: [2,3) MiB (what was h0 is unmapped) and [8.5,10) MiB.
-  const free_space f = pool.free_memory();
-  EXPECT_EQ(f.total, 5 * MiB / 2);
-  EXPECT_EQ(f.largest, 3 * MiB / 2);
+  EXPECT_EQ(calls(dev, device_call::mem_map), 3u);
+  EXPECT_EQ(pool.free_memory().total, 0u);
   const auto s = pool.stats();
   EXPECT_EQ(s.arena.handles_unmapped, 1u);
-  EXPECT_EQ(s.arena.handles_mapped, 5u);
+  EXPECT_EQ(s.arena.handles_mapped, 3u);
   pool.validate();
 }
 
@@ -90,24 +115,24 @@ TEST(Pool, MemoryIsUnmappedOnlyOnceTheWorkOfItsStreamIsComplete) {
   // the freeing stream will touch would fault. The pool synchronizes that stream first, once.
   sim_device dev(quiet());
   pool_resource pool(dev, plain(0.0));
-  const device_ptr a = pool.allocate(3 * MiB, 1);  // as above: h0, h1
-  const device_ptr b = pool.allocate(3 * MiB / 2, 1);
+  const device_ptr a = pool.allocate(4 * MiB, 1);  // as above: h0, h1
+  pool.allocate(3 * MiB / 2, 1);  // b, which keeps h1 busy to the end
   dev.hold(1);
   const event_id kernel = dev.event_create();
   dev.event_record(kernel, 1);  // work on stream 1 that uses a, still in flight
-  pool.deallocate(a, 3 * MiB, 1);  // one stream: a is free at once, for stream 1's later work
+  pool.deallocate(a, 4 * MiB, 1);  // one stream: a is free at once, for stream 1's later work
   EXPECT_FALSE(dev.event_query(kernel));
   EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
   // As above, h0 is unmapped to be mapped at the top: stream 1's work must be complete first.
-  pool.allocate(4 * MiB, 1);
+  const device_ptr c = pool.allocate(9 * MiB / 2, 1);
   EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
   EXPECT_EQ(calls(dev, device_call::stream_synchronize), 1u);
   EXPECT_TRUE(dev.event_query(kernel));
-  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
-  // b is freed while stream 1 has work in flight again: trim unmaps, so it synchronizes once more; a second
-  // trim finds nothing to unmap and synchronizes nothing.
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  // c is freed while stream 1 has work in flight again: h0 turns cold (b keeps h1), trim unmaps it, so it
+  // synchronizes once more; a second trim finds nothing to unmap and synchronizes nothing.
   dev.event_record(kernel, 1);
-  pool.deallocate(b, 3 * MiB / 2, 1);
+  pool.deallocate(c, 9 * MiB / 2, 1);
   pool.trim();
   EXPECT_TRUE(dev.event_query(kernel));
   EXPECT_EQ(calls(dev, device_call::stream_synchronize), 2u);
@@ -120,12 +145,14 @@ TEST(Pool, MemoryIsUnmappedOnlyOnceTheWorkOfItsStreamIsComplete) {
 TEST(Pool, WithinTheBudgetGrowthCreatesInsteadOfRecycling) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain(10.0));  // up to 11x in use may be cached
-  const device_ptr a = pool.allocate(3 * MiB);
+  const device_ptr a = pool.allocate(4 * MiB);
   pool.allocate(3 * MiB / 2);
-  pool.deallocate(a, 3 * MiB);
-  pool.allocate(4 * MiB);  // the same request as above: now two new handles, nothing unmapped
+  pool.deallocate(a, 4 * MiB);
+  pool.allocate(9 * MiB / 2);  // as above, 4 MiB more mapped at the top, now in new handles; nothing unmapped
   EXPECT_EQ(pool.reserved_bytes(), 10 * MiB);
   EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  // A cache budget of 10x never fits under the reserve bound (1.12x the peak in use), so every growth is
+  // lean and its handles are granules: 2 for the first block, 1, and 2 for the last.
   EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
 }
 
@@ -432,7 +459,7 @@ TEST(Pool, TrimGivesEverythingFreeBack) {
   const device_ptr b = pool.allocate(4 * KiB);
   pool.deallocate(a, 5 * MiB);
   pool.deallocate(b, 4 * KiB);
-  // 5 MiB: handles of 4 + 2 MiB; 4 KiB: one 2 MiB handle in the small zone.
+  // 5 MiB: one 6 MiB handle over its three granules; 4 KiB: one 2 MiB handle in the small zone.
   EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
   EXPECT_EQ(pool.trim(), 8 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 0u);
@@ -451,6 +478,12 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_EQ(pool_options{}.reserve_ratio, 1.12);
   EXPECT_EQ(pool_options{}.with({{"reserve_ratio", "0"}}).reserve_ratio, 0.0);
   EXPECT_THROW(pool_options{}.with({{"reserve_ratio", "many"}}), usage_error);
+  EXPECT_EQ(pool_options{}.small_handle_bytes, 8 * MiB);
+  EXPECT_EQ(pool_options{}.with({{"small_handle", "0"}}).small_handle_bytes, 0u);
+  EXPECT_EQ(pool_options{}.with({{"burst_bytes", "1GiB"}}).burst_bytes, GiB);
+  EXPECT_EQ(pool_options{}.with({{"burst_window", "2.5"}}).burst_window_ms, 2.5);
+  EXPECT_THROW(pool_options{}.with({{"burst_window", "-1"}}), usage_error);
+  EXPECT_THROW(pool_options{}.with({{"small_handle", "big"}}), usage_error);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
+#include "vram/pool/pool_resource.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/resource/memory_resource.hpp"
 
@@ -111,6 +112,24 @@ TEST(Replay, TheAllocatorSeesTheTraceTimeOfEachRow) {
   EXPECT_EQ(dev.now_ns(), 7);
   dev.follow_clock();
   EXPECT_EQ(dev.now_ns(), 0);
+}
+
+// Three 100 MiB blocks: within 10 ms of each other the third makes 300 MiB of growth, a burst (256 MiB), and
+// gets handles of up to 64 MiB (64 + 36); the first two, and all three when 20 ms apart, get 8 MiB handles
+// (12 x 8 + 4 each). 13 + 13 + 2 = 28 handles against 39.
+TEST(Replay, ThePoolMakesLargeHandlesOnlyForABurstInTraceTime) {
+  for (const auto& [gap_us, handles] : {std::pair{1000, 28u}, std::pair{20'000, 39u}}) {
+    trace t;
+    t.name = "three";
+    for (int i = 0; i < 3; ++i)
+      t.events.push_back({i * gap_us, 0x1000u + static_cast<std::uint64_t>(i), 100 * MiB, 0, trace_action::alloc});
+    sim_device dev(quiet());
+    pool_resource pool(dev, pool_options{});
+    const replay_result r = replay(t, pool);
+    EXPECT_EQ(r.device_calls.calls(device_call::mem_create), handles) << gap_us;
+    EXPECT_EQ(pool.stats().arena.burst_growths, gap_us == 1000 ? 1u : 0u) << gap_us;
+    EXPECT_EQ(r.peak_reserved_bytes, 300 * MiB) << gap_us;
+  }
 }
 
 TEST(Replay, CountsAFailedAllocationAndSkipsItsFree) {

@@ -156,15 +156,17 @@ TEST(soak, six_hours_of_inference_for_every_policy) {
   EXPECT_EQ(report.peak_live_bytes, 46'002'033'152u);
   EXPECT_EQ(find("cuda-direct").window_peak_live_bytes.front(), report.peak_live_bytes);
 
-  // vram never fails. Its reserved bytes are a high-water mark (cold handles stay mapped until memory is wanted
-  // elsewhere), so its creep is at least 1; above 1 only if it grew after the first sixth. With the live peak in
-  // the first sixth, growth after it is the drift creep measures, and the device (1.05 x peak live) would let it
+  // vram never fails. Its creep is above 1 only if it grew after the first sixth: with the live peak in the
+  // first sixth, growth after it is the drift creep measures, and the device (1.05 x peak live) would let it
   // reach 1.05. The tolerance, 1%, is about seven 64 MiB handles of 46 GB: room for a handle or two of
-  // re-placement, none for a drift.
+  // re-placement, none for a drift. It may be below 1: on a device this tight the pool gives back cold handles
+  // larger than its growth wants, so reserved memory can follow the traffic down. It cannot fall below the
+  // traffic's own creep over 1.05: the last sixth's reserved peak is at least its live peak, and the first
+  // sixth's at most the device.
   const soak_policy_result& pool = find("vram");
   EXPECT_FALSE(pool.failed()) << pool.failed_allocations << " failures, the first at "
                               << pool.first_failure_hours.value_or(0) << " h";
-  EXPECT_GE(pool.creep, 1.0);
+  EXPECT_GE(pool.creep, pool.live_creep / 1.05);
   EXPECT_LE(pool.creep, 1.01);
 
   // torch-native, as found: one failed allocation, at 756.000033 s of simulated time, with 1.16% of the device

@@ -1,6 +1,6 @@
 // The arena's bookkeeping: handles and their views, which granules live blocks touch, recycling and
 // release of cold handles, trim, and validate(). Growth, the placement of blocks that need memory mapped,
-// is in arena_growth.cpp; see arena.hpp for the policy.
+// is in arena_placement.cpp; see arena.hpp for the policy.
 #include "vram/pool/arena.hpp"
 
 #include <fmt/format.h>
@@ -52,7 +52,11 @@ std::size_t arena::handle_cap() const noexcept {
   const std::size_t cap_total = capacity();
   const std::size_t bound = lean_ ? lean_bound(0) : cap_total;
   const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
-  const std::size_t cap = std::min({options_.max_handle_bytes, cap_total / 1024, left / 16});
+  std::size_t cap = std::min({options_.max_handle_bytes, cap_total / 1024, left / 16});
+  // Outside a burst of growth, handles are small: a handle that outlives the block it was made for keeps all
+  // its memory for whatever block still sits on it, so small ones are what lets free memory move. A burst
+  // (a training step mapping its working set in milliseconds) gets large ones: there the calls are the cost.
+  if (!bursting_ && options_.small_handle_bytes > 0) cap = std::min(cap, options_.small_handle_bytes);
   return std::max(cap / granularity_ * granularity_, granularity_);
 }
 

@@ -13,7 +13,7 @@
 //  - a handle is *cold* when no live block touches any granule of any of its views. Cold handles stay
 //    mapped (the next block may land there at no driver cost) until memory is wanted elsewhere.
 //
-// Growth, when no mapped free range fits (arena_growth.cpp): the block is placed where it needs the fewest
+// Growth, when no mapped free range fits (arena_placement.cpp): the block is placed where it needs the fewest
 // bytes of memory mapped anew, over
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
 //  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
@@ -29,6 +29,11 @@
 // room left (under the device, or under that bound); only a tight arena also maps aliases, places blocks by
 // the least cold memory they pin and stitches cold handles generously (each of which, on a roomy device,
 // costs more driver time or later fits than it saves).
+// Handle sizes follow the pace of growth: the growths of the last burst window (the device's time, which a
+// replay sets to the trace's) summing to burst_bytes or more are a *burst*, whose handles may be up to
+// max_handle_bytes; other growth makes handles of at most small_handle_bytes. A handle is mapped whole, so
+// one that outlives the block it was made for holds all its bytes for whatever block sits on it: small
+// handles let freed memory move, large ones save the calls of a working set mapped in milliseconds.
 // Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
 // The bytes to map anew come from spare handles, then (past the cache budget) from cold handles unmapped
 // and mapped again where the block goes ("stitching"), then from new handles. When the device (or the
@@ -38,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -71,6 +77,12 @@ struct arena_options {
   /// Reserved memory the arena keeps under, as a multiple of the peak bytes in use: nearing it, the arena is
   /// lean (growth into holes, smaller handles). 0: never lean, only tight.
   double reserve_ratio = 0;
+  /// Largest handle created outside a burst of growth (0: max_handle_bytes always).
+  std::size_t small_handle_bytes = 0;
+  /// Growth of at least this many bytes within burst_window_ns (the request included) is a burst: its
+  /// handles may be up to max_handle_bytes.
+  std::size_t burst_bytes = std::size_t{256} << 20;
+  std::int64_t burst_window_ns = 10'000'000;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.
@@ -83,6 +95,7 @@ struct arena_counters {
   std::uint64_t growths = 0;
   std::uint64_t hole_growths = 0;              // growths placed in a hole rather than at the top
   std::uint64_t lean_growths = 0;              // growths while lean and not tight
+  std::uint64_t burst_growths = 0;             // growths in a burst (large handles)
   std::uint64_t aliased_growths = 0;           // growths that used a free end of a handle mapped elsewhere
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
@@ -167,8 +180,8 @@ class arena {
     std::map<device_ptr, std::size_t> suffix_at, prefix_at;  // gap boundary -> bytes of the piece there
     std::set<std::pair<std::size_t, device_ptr>> suffix_by_len, prefix_by_len;
   };
-  struct piece;  // free memory at one end of a handle (arena_growth.cpp)
-  struct plan;   // one way to place a growing block (arena_growth.cpp)
+  struct piece;  // free memory at one end of a handle (arena_placement.cpp)
+  struct plan;   // one way to place a growing block (arena_placement.cpp)
 
   std::size_t granule_of(device_ptr p) const noexcept { return (p - base_) / granularity_; }
   std::size_t zone_index(device_ptr p) const noexcept { return (p - base_) / zone_span_; }
@@ -217,6 +230,9 @@ class arena {
   std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
   // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
   std::size_t lean_bound(std::size_t s) const noexcept;
+  // The pace of growth (arena_placement.cpp): notes a growth of s bytes at the device's time and judges
+  // whether the growths of the last burst window make a burst.
+  void note_pace(std::size_t s);
 
   device* device_;
   arena_options options_;
@@ -248,6 +264,9 @@ class arena {
   bool lean_ = false;           // tight, or reserved memory near reserve_ratio x the peak in use
   bool pieces_kept_ = false;    // whether the zones' piece indexes are current
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
+  std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window
+  std::size_t recent_bytes_ = 0;  // their sum
+  bool bursting_ = false;         // the growth being planned is part of a burst: large handles
 };
 
 }  // namespace vram::detail

@@ -224,9 +224,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
       p.leftover = top ? SIZE_MAX / 2 : a + gap + b - s;
       p.room = gap;
       if (rem <= gap) {
-        p.need = round_up(rem, g);
-        const std::size_t whole = rem / g * g;
-        p.split = whole > 0 && whole < p.need ? whole : 0;
+        p.need = round_up(rem, g);  // its partial last granule in the same handles: fewer calls
       } else {
         p.need = gap;  // and it ends in the free memory after the gap
       }
@@ -340,6 +338,17 @@ device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size
   return p.block;
 }
 
+void arena::note_pace(std::size_t s) {
+  const std::int64_t now = device_->now_ns();
+  while (!recent_growths_.empty() && recent_growths_.front().first <= now - options_.burst_window_ns) {
+    recent_bytes_ -= recent_growths_.front().second;
+    recent_growths_.pop_front();
+  }
+  recent_growths_.emplace_back(now, s);
+  recent_bytes_ += s;
+  bursting_ = recent_bytes_ >= options_.burst_bytes;
+}
+
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
   judge_tightness(size);
   const bool gen = tight_;
@@ -349,6 +358,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
     return m.block;
   }
   ++counters_.growths;
+  note_pace(size);
   device_ptr block = 0;
   const plan grown = best_growth(size, align, zi, gen);
   bool refused = false;
@@ -393,6 +403,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
 void arena::note_growth(const plan& p, device_ptr block, std::size_t size) {
   counters_.hole_growths += p.in_hole;
   counters_.lean_growths += lean_ && !tight_;
+  counters_.burst_growths += bursting_;
   counters_.aliased_growths += p.head_use > 0 || p.tail_use > 0;
   in_use_ += size;
   peak_in_use_ = std::max(peak_in_use_, in_use_);

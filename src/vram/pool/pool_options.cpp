@@ -33,9 +33,12 @@ bool parse_bool(std::string_view name, std::string_view v) {
   throw usage_error("vram pool setting " + std::string(name) + "='" + std::string(v) + "': want 1 or 0");
 }
 
-constexpr std::array<option_row, 8> option_table{{
+constexpr std::array<option_row, 11> option_table{{
     {"max_cached_ratio", "VRAM_MAX_CACHED_RATIO", [](pool_options& o, std::string_view v) { o.max_cached_ratio = parse_ratio("max_cached_ratio", v); }},
     {"max_handle", "VRAM_MAX_HANDLE", [](pool_options& o, std::string_view v) { o.max_handle_bytes = parse_size(v); }},
+    {"small_handle", "VRAM_SMALL_HANDLE", [](pool_options& o, std::string_view v) { o.small_handle_bytes = parse_size(v); }},
+    {"burst_bytes", "VRAM_BURST_BYTES", [](pool_options& o, std::string_view v) { o.burst_bytes = parse_size(v); }},
+    {"burst_window", "VRAM_BURST_WINDOW", [](pool_options& o, std::string_view v) { o.burst_window_ms = parse_ratio("burst_window", v); }},
     {"aliasing", "VRAM_ALIASING", [](pool_options& o, std::string_view v) { o.aliasing = parse_bool("aliasing", v); }},
     {"reserve_ratio", "VRAM_RESERVE_RATIO", [](pool_options& o, std::string_view v) { o.reserve_ratio = parse_ratio("reserve_ratio", v); }},
     {"limit", "VRAM_LIMIT", [](pool_options& o, std::string_view v) { o.limit = parse_size(v); }},

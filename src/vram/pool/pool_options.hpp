@@ -6,7 +6,12 @@
 // |-------------------|--------------------------|---------|---------------------------------------------------|
 // | max_cached_ratio  | VRAM_MAX_CACHED_RATIO    | 0.05    | mapped-but-unused memory allowed, as a share of   |
 // |                   |                          |         | bytes in use, before growth recycles free handles |
-// | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once              |
+// | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once (in a burst) |
+// | small_handle      | VRAM_SMALL_HANDLE        | 8MiB    | largest handle made outside a burst of growth     |
+// |                   |                          |         | (0: max_handle always)                            |
+// | burst_bytes       | VRAM_BURST_BYTES         | 256MiB  | growth of this much within burst_window is a      |
+// |                   |                          |         | burst, whose handles may be up to max_handle      |
+// | burst_window      | VRAM_BURST_WINDOW        | 10      | milliseconds over which growth is summed          |
 // | aliasing          | VRAM_ALIASING            | 1       | on a full device, map a handle again elsewhere to |
 // |                   |                          |         | use the free memory at its ends (0: off)          |
 // | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.12    | reserved memory to keep under, as a multiple of   |
@@ -30,6 +35,9 @@ namespace vram {
 struct pool_options {
   double max_cached_ratio = 0.05;
   std::size_t max_handle_bytes = std::size_t{64} << 20;
+  std::size_t small_handle_bytes = std::size_t{8} << 20;
+  std::size_t burst_bytes = std::size_t{256} << 20;
+  double burst_window_ms = 10;
   bool aliasing = true;
   double reserve_ratio = 1.12;
   std::size_t limit = 0;
