@@ -156,17 +156,24 @@ TEST(Pool, WithinTheBudgetGrowthCreatesInsteadOfRecycling) {
   EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
 }
 
-TEST(Pool, SmallBlocksLiveInTheirOwnZone) {
+TEST(Pool, BlocksLiveInZonesBySize) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain());
-  const device_ptr small = pool.allocate(4 * KiB);
-  const device_ptr large = pool.allocate(2 * MiB);
-  // Zone 0 (up to 1 MiB) starts at the arena's base, zone 1 one zone span above it; a 64 GiB device with an
-  // address space of 8 x its size per zone puts them 512 GiB apart.
+  const device_ptr tiny = pool.allocate(4 * KiB);
+  const device_ptr small = pool.allocate(64 * KiB + 512);
+  const device_ptr large = pool.allocate(MiB + 512);
+  // Zone 0 (up to 64 KiB) starts at the arena's base, zone 1 (up to 1 MiB) one zone span above it, zone 2 two;
+  // a 64 GiB device with an address space of 8 x its size per zone puts them 512 GiB apart.
+  EXPECT_EQ(small - tiny, 512 * GiB);
   EXPECT_EQ(large - small, 512 * GiB);
-  EXPECT_EQ(small % (2 * MiB), 0u);
-  pool.deallocate(small, 4 * KiB);
-  pool.deallocate(large, 2 * MiB);
+  EXPECT_EQ(tiny % (2 * MiB), 0u);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);  // a granule for each
+  // A 64 KiB block joins the 4 KiB one in zone 0's granule.
+  const device_ptr tiny2 = pool.allocate(64 * KiB);
+  EXPECT_EQ(tiny2, tiny + 4 * KiB);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  for (auto [p, n] : {std::pair{tiny, 4 * KiB}, {tiny2, 64 * KiB}, {small, 64 * KiB + 512}, {large, MiB + 512}})
+    pool.deallocate(p, n);
   pool.validate();
 }
 
@@ -459,7 +466,7 @@ TEST(Pool, TrimGivesEverythingFreeBack) {
   const device_ptr b = pool.allocate(4 * KiB);
   pool.deallocate(a, 5 * MiB);
   pool.deallocate(b, 4 * KiB);
-  // 5 MiB: one 6 MiB handle over its three granules; 4 KiB: one 2 MiB handle in the small zone.
+  // 5 MiB: one 6 MiB handle over its three granules; 4 KiB: one 2 MiB handle in the tiny zone.
   EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
   EXPECT_EQ(pool.trim(), 8 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 0u);

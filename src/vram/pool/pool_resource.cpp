@@ -26,11 +26,13 @@ detail::arena_options arena_settings(const pool_options& o) {
   a.aliasing = o.aliasing;
   a.reserve_ratio = o.reserve_ratio;
   a.limit = o.limit;
-  a.zones = 2;
+  a.zones = 3;
   return a;
 }
 
-std::size_t zone_for(std::size_t rounded) { return rounded <= pool_resource::small_max ? 0 : 1; }
+std::size_t zone_for(std::size_t rounded) {
+  return rounded <= pool_resource::tiny_max ? 0 : rounded <= pool_resource::small_max ? 1 : 2;
+}
 
 }  // namespace
 

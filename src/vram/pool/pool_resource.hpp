@@ -1,7 +1,9 @@
 #pragma once
 // vram's pool: the `vram` policy and the allocator programs link. Thread-safe.
 //  - Placement and physical memory: an arena that maps memory only where blocks sit and recycles wholly free
-//    handles to wherever memory is wanted (arena.hpp); blocks up to 1 MiB live in a zone of their own.
+//    handles to wherever memory is wanted (arena.hpp). Blocks live in three zones by size: up to 64 KiB, up
+//    to 1 MiB, larger. Small blocks never pin the handles under large ones, and tiny ones, which a granule
+//    holds by the dozen, do not scatter over the granules of the small ones, each keeping one granule held.
 //  - Hot path: each thread keeps the blocks it frees (thread_cache.hpp) and a block's state lives in a table
 //    read without a lock (block_table.hpp), so a cached alloc + free takes no mutex and makes no atomic
 //    read-modify-write; frees from any thread. When the lock holder must touch other threads' caches or grow
@@ -56,7 +58,9 @@ struct pool_stats {
 
 class pool_resource final : public memory_resource {
  public:
-  /// Requests up to this size go to the small zone.
+  /// Requests up to this size go to the tiny zone (zone 0): a 2 MiB granule holds at least 32 of them.
+  static constexpr std::size_t tiny_max = std::size_t{64} << 10;
+  /// Larger requests up to this size go to the small zone (zone 1), the rest to the large zone (zone 2).
   static constexpr std::size_t small_max = std::size_t{1} << 20;
 
   explicit pool_resource(device& dev, pool_options options = pool_options::from_environment());
