@@ -93,6 +93,38 @@ TEST(Arena, OnATightDeviceABlockUsesTheFreeEndOfAHandleMappedElsewhere) {
   EXPECT_EQ(t.ar.reserved(), 2 * MiB);
 }
 
+TEST(Arena, AnAliasViewLeftWithNoLiveBlockGivesItsBytesBackBeforeTheNextGrowth) {
+  three_blocks t(one_zone(8 * MiB));
+  const device_ptr z = t.ar.allocate(5 * MiB, 512);  // as above: z = [6, 11), its last 1 MiB H2's first
+  ASSERT_EQ(z, t.base + 6 * MiB);
+  // Freed, z leaves [6, 11) free: the handles at [6, 10) cold, and H2's first 1 MiB owned by its view at
+  // [10, 12), which holds no live block now. H2 stays busy through c at its first view, so nothing is
+  // unmapped yet.
+  t.ar.deallocate(z, 5 * MiB);
+  t.ar.validate();
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(t.ar.counters().views_dissolved, 0u);
+  // The next request on the tight arena first dissolves that view: H2's first 1 MiB passes back to its first
+  // view, where it joins [5, 5.5) into H2's free prefix [4, 5.5), and [10, 12) is unmapped. The 512 bytes
+  // then go to the best fit that pins nothing cold: [1.5, 2) in H0.
+  const device_ptr y = t.ar.allocate(512, 512);
+  t.ar.validate();
+  EXPECT_EQ(y, t.base + 3 * MiB / 2);
+  EXPECT_EQ(t.ar.counters().views_dissolved, 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 2u);
+  const auto ranges = t.ar.free_ranges();
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2 + 512, MiB / 2 - 512));
+  EXPECT_EQ(ranges[1], std::make_pair(t.base + 4 * MiB, 3 * MiB / 2));
+  EXPECT_EQ(ranges[2], std::make_pair(t.base + 6 * MiB, 4 * MiB));
+  const auto handles = t.ar.handles();
+  const auto h2 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
+    return h.views == std::vector<device_ptr>{t.base + 4 * MiB};
+  });
+  EXPECT_EQ(h2, 1);
+  EXPECT_EQ(t.ar.reserved(), 8 * MiB);
+}
+
 TEST(Arena, ThePieceIndexDroppedWhileRoomyIsBuiltAgainFromTheGaps) {
   three_blocks t(one_zone());
   EXPECT_FALSE(t.ar.pieces_indexed());  // never tight yet

@@ -81,7 +81,12 @@ void arena::touch(device_ptr p, std::size_t size) {
 void arena::untouch(device_ptr p, std::size_t size) {
   for (std::size_t g = granule_of(p), last = granule_of(p + size - 1); g <= last; ++g) {
     if (--granules_[g].live != 0) continue;
-    const std::uint32_t idx = views_[granules_[g].view].handle;
+    auto& view = views_[granules_[g].view];
+    const std::uint32_t idx = view.handle;
+    if (handles_[idx].views.size() > 1 && !view.idle_listed) {
+      view.idle_listed = true;
+      idle_views_.push_back(granules_[g].view);
+    }
     if (--handles_[idx].busy == 0) {
       auto& h = handles_[idx];
       if (!h.listed) reclaimable_.insert({h.bytes, idx});
@@ -183,9 +188,71 @@ void arena::unmap_handle(std::uint32_t idx) {
     ++counters_.handles_unmapped;
   }
   h.views.clear();
+  if (!idle_views_.empty()) {
+    std::erase_if(idle_views_, [&](std::uint32_t v) { return views_[v].handle == none; });
+  }
   mapped_ -= h.bytes;
   spare_.emplace(h.bytes, idx);
   spare_bytes_ += h.bytes;
+}
+
+bool arena::holds_live(std::uint32_t v) const noexcept {
+  for (std::size_t g = granule_of(views_[v].va), n = handles_[views_[v].handle].bytes / granularity_; n > 0; --n, ++g)
+    if (granules_[g].live != 0) return true;
+  return false;
+}
+
+// An alias view that holds no live block keeps its bytes from every other view: free memory between foreign
+// bytes, which only a block fitting there can use. Giving them to a view that holds a live block joins them
+// to that view's free memory (the piece an alias took returns to the end it was taken from), and unmapping
+// the view turns its address range into a gap that growth can fill.
+void arena::dissolve_idle_views() {
+  auto listed = std::move(idle_views_);
+  idle_views_.clear();
+  for (const std::uint32_t v : listed) {
+    views_[v].idle_listed = false;
+    const std::uint32_t idx = views_[v].handle;
+    if (idx == none || handles_[idx].busy == 0 || handles_[idx].views.size() < 2 || holds_live(v)) continue;
+    for (const std::uint32_t u : handles_[idx].views) {
+      if (u != v && holds_live(u)) {
+        dissolve_view(v, u);
+        break;
+      }
+    }
+  }
+}
+
+// pre: v and u are views of one handle; v holds no live block. v's owned bytes (all free) become u's.
+void arena::dissolve_view(std::uint32_t v, std::uint32_t u) {
+  if (before_unmap_) before_unmap_();
+  const std::uint32_t idx = views_[v].handle;
+  auto& h = handles_[idx];
+  const device_ptr va = views_[v].va, ua = views_[u].va;
+  zone& zv = zone_of(va);
+  std::vector<std::pair<std::size_t, std::size_t>> owned;  // (offset in the handle, bytes): v's free ranges
+  const auto& ranges = zv.free.ranges();
+  auto it = ranges.upper_bound(va);
+  if (it != ranges.begin()) --it;
+  for (; it != ranges.end() && it->first < va + h.bytes; ++it) {
+    const device_ptr lo = std::max(it->first, va), hi = std::min(it->first + it->second, va + h.bytes);
+    if (hi > lo) owned.emplace_back(lo - va, hi - lo);
+  }
+  zv.free.erase_within(va, h.bytes);
+  zv.foreign.erase_within(va, h.bytes);
+  device_->mem_unmap(va, h.bytes);
+  for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
+  zv.unmapped.insert(va, h.bytes);
+  gaps_changed(va, va + h.bytes);
+  views_[v] = view_rec{};
+  free_views_.push_back(v);
+  std::erase(h.views, v);
+  ++counters_.handles_unmapped;
+  ++counters_.views_dissolved;
+  zone& zu = zone_of(ua);
+  for (const auto& [off, len] : owned) {
+    zu.foreign.erase(ua + off, len);
+    free_insert(ua + off, len);
+  }
 }
 
 void arena::take_spare(std::uint32_t idx) {

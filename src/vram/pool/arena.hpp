@@ -28,7 +28,9 @@
 // under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and size new handles from the
 // room left (under the device, or under that bound); only a tight arena also maps aliases, places blocks by
 // the least cold memory they pin and stitches cold handles generously (each of which, on a roomy device,
-// costs more driver time or later fits than it saves).
+// costs more driver time or later fits than it saves). Before a tight arena grows, alias views that hold no
+// live block any more give their bytes back to a view of the same handle that does, and are unmapped, so
+// the piece they took returns to the handle's end instead of lying between foreign bytes.
 // Handle sizes follow the pace of growth: the growths of the last burst window (the device's time, which a
 // replay sets to the trace's) summing to burst_bytes or more are a *burst*, whose handles may be up to
 // max_handle_bytes; other growth makes handles of at most small_handle_bytes. A handle is mapped whole, so
@@ -96,6 +98,7 @@ struct arena_counters {
   std::uint64_t hole_growths = 0;              // growths placed in a hole rather than at the top
   std::uint64_t lean_growths = 0;              // growths while lean and not tight
   std::uint64_t burst_growths = 0;             // growths in a burst (large handles)
+  std::uint64_t views_dissolved = 0;           // alias views given up when they held no live block
   std::uint64_t aliased_growths = 0;           // growths that used a free end of a handle mapped elsewhere
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
@@ -170,6 +173,7 @@ class arena {
   struct view_rec {
     std::uint32_t handle = none;
     device_ptr va = 0;
+    bool idle_listed = false;  // in idle_views_
   };
   struct zone {
     range_set free;      // owned mapped memory no block uses, coalesced across views
@@ -224,6 +228,12 @@ class arena {
   std::uint32_t create_handle(std::size_t bytes);  // none when the device (or the limit) refuses
   std::uint32_t map_view(std::uint32_t handle, device_ptr va);
   void unmap_handle(std::uint32_t idx);
+  // Alias views (arena.cpp): a view of a handle mapped more than once that no longer holds a live block is
+  // listed when its last block goes; before growth on a tight device it is dissolved: its bytes pass to a
+  // view of the same handle that holds a live block, and it is unmapped.
+  bool holds_live(std::uint32_t v) const noexcept;
+  void dissolve_idle_views();
+  void dissolve_view(std::uint32_t v, std::uint32_t u);
   void release_spare(std::uint32_t idx);
   void take_spare(std::uint32_t idx);
   std::size_t handle_cap() const noexcept;
@@ -267,6 +277,7 @@ class arena {
   std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window
   std::size_t recent_bytes_ = 0;  // their sum
   bool bursting_ = false;         // the growth being planned is part of a burst: large handles
+  std::vector<std::uint32_t> idle_views_;  // alias views that held no live block when last looked at
 };
 
 }  // namespace vram::detail

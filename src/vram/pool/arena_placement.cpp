@@ -352,6 +352,7 @@ void arena::note_pace(std::size_t s) {
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
   judge_tightness(size);
   const bool gen = tight_;
+  if (tight_ && !idle_views_.empty()) dissolve_idle_views();
   const plan m = best_mapped(size, align, zi);
   if (m.valid && (m.pinned == 0 || !gen)) {
     take(m, size);
