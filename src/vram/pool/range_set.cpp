@@ -21,20 +21,40 @@ void range_set::remove(std::map<device_ptr, std::size_t>::iterator it) {
   by_addr_.erase(it);
 }
 
+void range_set::reset(std::map<device_ptr, std::size_t>::iterator it, device_ptr addr, std::size_t size) {
+  auto by_size = by_size_.extract({it->second, it->first});
+  total_ = total_ - it->second + size;
+  if (it->first == addr) {
+    it->second = size;  // same key: only the length changes
+  } else {
+    auto by_addr = by_addr_.extract(it);
+    by_addr.key() = addr;
+    by_addr.mapped() = size;
+    by_addr_.insert(std::move(by_addr));
+  }
+  by_size.value() = {size, addr};
+  by_size_.insert(std::move(by_size));
+}
+
 void range_set::insert(device_ptr addr, std::size_t size) {
   if (size == 0) return;
   auto next = by_addr_.lower_bound(addr);
+  const bool joins_next = next != by_addr_.end() && addr + size == next->first;
   if (next != by_addr_.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == addr) {
-      addr = prev->first;
-      size += prev->second;
-      remove(prev);
+      std::size_t merged = prev->second + size;
+      if (joins_next) {
+        merged += next->second;
+        remove(next);
+      }
+      reset(prev, prev->first, merged);
+      return;
     }
   }
-  if (next != by_addr_.end() && addr + size == next->first) {
-    size += next->second;
-    remove(next);
+  if (joins_next) {
+    reset(next, addr, size + next->second);
+    return;
   }
   add(addr, size);
 }
@@ -48,9 +68,15 @@ void range_set::erase(device_ptr addr, std::size_t size) {
   const std::size_t len = it->second;
   if (addr + size > start + len)
     throw invariant_error(fmt::format("range_set::erase({:#x}, {}): not inside one free range", addr, size));
-  remove(it);
-  if (addr > start) add(start, addr - start);
-  if (addr + size < start + len) add(addr + size, start + len - (addr + size));
+  const bool before = addr > start, after = addr + size < start + len;
+  if (before) {
+    reset(it, start, addr - start);
+    if (after) add(addr + size, start + len - (addr + size));
+  } else if (after) {
+    reset(it, addr + size, start + len - (addr + size));
+  } else {
+    remove(it);
+  }
 }
 
 std::size_t range_set::erase_within(device_ptr addr, std::size_t size) {

@@ -52,6 +52,9 @@ class range_set {
  private:
   void add(device_ptr addr, std::size_t size);
   void remove(std::map<device_ptr, std::size_t>::iterator it);
+  // Makes the range at it [addr, addr + size), moving its nodes in both indexes rather than freeing and
+  // allocating them: a carve or a merge changes one range far more often than it adds or removes one.
+  void reset(std::map<device_ptr, std::size_t>::iterator it, device_ptr addr, std::size_t size);
 
   std::map<device_ptr, std::size_t> by_addr_;
   std::set<std::pair<std::size_t, device_ptr>> by_size_;
