@@ -344,7 +344,10 @@ void arena::note_pace(std::size_t s) {
     recent_bytes_ -= recent_growths_.front().second;
     recent_growths_.pop_front();
   }
-  recent_growths_.emplace_back(now, s);
+  // Growths at one instant share an entry, so a clock that stands still (the simulated device outside a
+  // replay) keeps one entry, not one per growth.
+  if (!recent_growths_.empty() && recent_growths_.back().first == now) recent_growths_.back().second += s;
+  else recent_growths_.emplace_back(now, s);
   recent_bytes_ += s;
   bursting_ = recent_bytes_ >= options_.burst_bytes;
 }
