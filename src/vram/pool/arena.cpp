@@ -166,6 +166,23 @@ std::uint32_t arena::map_view(std::uint32_t idx, device_ptr va) {
   return v;
 }
 
+// Unmaps one view: its owned bytes leave the free list, its foreign bytes the foreign list, its address range
+// becomes a gap and its slot is freed. The caller takes it off the handle's list of views.
+void arena::unmap_view(std::uint32_t v) {
+  const device_ptr va = views_[v].va;
+  const std::size_t bytes = handles_[views_[v].handle].bytes;
+  zone& z = zone_of(va);
+  z.free.erase_within(va, bytes);
+  z.foreign.erase_within(va, bytes);
+  device_->mem_unmap(va, bytes);
+  for (std::size_t g = granule_of(va), n = bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
+  z.unmapped.insert(va, bytes);
+  gaps_changed(va, va + bytes);
+  views_[v] = view_rec{};
+  free_views_.push_back(v);
+  ++counters_.handles_unmapped;
+}
+
 // pre: the handle is cold. Every view goes: its owned bytes (all free) leave the free list, its foreign
 // bytes the foreign list, and the handle becomes a spare.
 void arena::unmap_handle(std::uint32_t idx) {
@@ -174,19 +191,7 @@ void arena::unmap_handle(std::uint32_t idx) {
   reclaimable_.erase({h.bytes, idx});
   h.listed = false;
   cold_bytes_ -= h.bytes;
-  for (const std::uint32_t v : h.views) {
-    const device_ptr va = views_[v].va;
-    zone& z = zone_of(va);
-    z.free.erase_within(va, h.bytes);
-    z.foreign.erase_within(va, h.bytes);
-    device_->mem_unmap(va, h.bytes);
-    for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
-    z.unmapped.insert(va, h.bytes);
-    gaps_changed(va, va + h.bytes);
-    views_[v] = view_rec{};
-    free_views_.push_back(v);
-    ++counters_.handles_unmapped;
-  }
+  for (const std::uint32_t v : h.views) unmap_view(v);
   h.views.clear();
   if (!idle_views_.empty()) {
     std::erase_if(idle_views_, [&](std::uint32_t v) { return views_[v].handle == none; });
@@ -228,25 +233,16 @@ void arena::dissolve_view(std::uint32_t v, std::uint32_t u) {
   const std::uint32_t idx = views_[v].handle;
   auto& h = handles_[idx];
   const device_ptr va = views_[v].va, ua = views_[u].va;
-  zone& zv = zone_of(va);
   std::vector<std::pair<std::size_t, std::size_t>> owned;  // (offset in the handle, bytes): v's free ranges
-  const auto& ranges = zv.free.ranges();
+  const auto& ranges = zone_of(va).free.ranges();
   auto it = ranges.upper_bound(va);
   if (it != ranges.begin()) --it;
   for (; it != ranges.end() && it->first < va + h.bytes; ++it) {
     const device_ptr lo = std::max(it->first, va), hi = std::min(it->first + it->second, va + h.bytes);
     if (hi > lo) owned.emplace_back(lo - va, hi - lo);
   }
-  zv.free.erase_within(va, h.bytes);
-  zv.foreign.erase_within(va, h.bytes);
-  device_->mem_unmap(va, h.bytes);
-  for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
-  zv.unmapped.insert(va, h.bytes);
-  gaps_changed(va, va + h.bytes);
-  views_[v] = view_rec{};
-  free_views_.push_back(v);
+  unmap_view(v);
   std::erase(h.views, v);
-  ++counters_.handles_unmapped;
   ++counters_.views_dissolved;
   zone& zu = zone_of(ua);
   for (const auto& [off, len] : owned) {

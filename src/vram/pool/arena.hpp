@@ -228,6 +228,7 @@ class arena {
   std::uint32_t create_handle(std::size_t bytes);  // none when the device (or the limit) refuses
   std::uint32_t map_view(std::uint32_t handle, device_ptr va);
   void unmap_handle(std::uint32_t idx);
+  void unmap_view(std::uint32_t v);
   // Alias views (arena.cpp): a view of a handle mapped more than once that no longer holds a live block is
   // listed when its last block goes; before growth on a tight device it is dissolved: its bytes pass to a
   // view of the same handle that holds a live block, and it is unmapped.
