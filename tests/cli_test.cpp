@@ -101,13 +101,19 @@ TEST(Cli, ReplayPrintsTheExactFiguresAsJson) {
 TEST(Cli, FitFindsTheSmallestDevice) {
   const auto path = write_file("small.csv", small_trace);
   // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.
-  // 6 MiB fails (B needs 4 MiB beside A's 4), so 8 MiB is the answer after 3 probes (the H200, 8 MiB, 6 MiB).
+  // 6 MiB fails (B needs 4 MiB beside A's 4), so 8 MiB is the answer after 3 probes (the H200, 8 MiB, 6 MiB);
+  // then the 8 capacities above it (10 to 24 MiB) are checked, and fit.
   const outcome o = run("fit " + path + " --policy cuda-direct --json");
   ASSERT_EQ(o.code, 0) << o.out;
   const auto r = nlohmann::json::parse(o.out)[0];
   EXPECT_EQ(r["fit_bytes"], 8 * MiB);
-  EXPECT_EQ(r["fit_probes"], 3);
+  EXPECT_EQ(r["fit_probes"], 11);
+  EXPECT_EQ(r["fit_monotone"], true);
+  EXPECT_EQ(r["lowest_fit_bytes"], 8 * MiB);
   EXPECT_EQ(r["failed_allocations"], 0);
+  const outcome unchecked = run("fit " + path + " --policy cuda-direct --verify 0 --json");
+  ASSERT_EQ(unchecked.code, 0) << unchecked.out;
+  EXPECT_EQ(nlohmann::json::parse(unchecked.out)[0]["fit_probes"], 3);
 }
 
 TEST(Cli, BadArgumentsAndInputNameTheProblem) {

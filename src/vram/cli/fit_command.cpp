@@ -22,6 +22,7 @@ struct fit_args {
   std::vector<std::string> traces;
   std::string policies = "all";
   std::string device = "sim";
+  std::size_t verify = fit_options{}.verify_granules;
   bool json = false;
 };
 
@@ -31,9 +32,11 @@ void run_fit(const fit_args& a) {
   if (spec.which == device_spec::kind::cuda) throw usage_error("vram fit runs on the simulated device: use --device sim[:MAX]");
   fit_options options;
   options.device = sim_options(spec);
+  options.verify_granules = a.verify;
   progress_line progress;
   std::vector<replay_result> results;
   std::vector<std::optional<std::size_t>> fits;
+  std::vector<std::string> notes;
   nlohmann::json out = nlohmann::json::array();
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
@@ -51,6 +54,12 @@ void run_fit(const fit_args& a) {
                                                 static_cast<double>(f.replay.peak_live_bytes))
                                : nlohmann::json(nullptr);
       j["fit_probes"] = f.probes;
+      j["fit_monotone"] = f.monotone;
+      j["lowest_fit_bytes"] = f.lowest_fit_bytes ? nlohmann::json(*f.lowest_fit_bytes) : nlohmann::json(nullptr);
+      if (!f.monotone)
+        notes.push_back(fmt::format("{} with {}: fits on {} but not on every larger device; the fit given is the "
+                                    "smallest above every failure seen, with the next {} granules checked",
+                                    t.name, policy, format_bytes(*f.lowest_fit_bytes), options.verify_granules));
       j["max_device_bytes"] = options.device.capacity;
       out.push_back(std::move(j));
       results.push_back(f.replay);
@@ -65,6 +74,7 @@ void run_fit(const fit_args& a) {
     std::cout << fmt::format("fit: the smallest simulated device (to {}) on which the trace replays with no failed "
                              "allocation; the other columns are the replay on a device of that size.\n",
                              format_bytes(options.device.granularity));
+    for (const auto& n : notes) std::cout << "not monotone: " << n << ".\n";
   }
 }
 
@@ -76,6 +86,10 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("traces", a->traces, "Trace files")->required();
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
   cmd->add_option("--device,-d", a->device, "sim or sim:MAX: the largest device to try (default an H200)")
+      ->capture_default_str();
+  cmd->add_option("--verify", a->verify,
+                  "Granules above the answer that must fit too (a failure there moves the answer up); 0: trust "
+                  "the binary search")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy, with fit_bytes");
   cmd->callback([a] { run_fit(*a); });
