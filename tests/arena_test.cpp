@@ -159,6 +159,44 @@ TEST(Arena, WithoutAliasesTheSameRequestFails) {
   EXPECT_EQ(t.ar.reserved(), 4 * MiB);
 }
 
+TEST(Arena, ABlockInOneZoneUsesTheFreeEndOfAHandleInAnother) {
+  // Physical memory is shared by the zones, and so are the pieces. Zone 0: a = [0, 1.5) MiB in H0, whose free
+  // end [1.5, 2) lies before the unmapped rest of the zone. Zone 1 is empty. Under a 6 MiB limit, 4.5 MiB in
+  // zone 1 would need 3 new granules at its start (2 + 6 > 6); instead its first 0.5 MiB is H0's free end,
+  // H0 mapped a second time at zone 1's start, and the other 4 MiB two new granules after it: the block is
+  // [1.5, 6) MiB from zone 1's base.
+  arena_options o = one_zone(6 * MiB);
+  o.zones = 2;
+  sim_device dev(small_device());
+  arena ar(dev, o);
+  const device_ptr z0 = ar.zone_base(0), z1 = ar.zone_base(1);
+  const device_ptr a = ar.allocate(3 * MiB / 2, 512, 0);
+  ASSERT_EQ(a, z0);
+  const device_ptr x = ar.allocate(9 * MiB / 2, 512, 1);
+  ASSERT_NE(x, 0u);
+  ar.validate();
+  EXPECT_EQ(x, z1 + 3 * MiB / 2);
+  EXPECT_EQ(ar.reserved(), 6 * MiB);
+  EXPECT_EQ(ar.in_use(), 6 * MiB);
+  EXPECT_EQ(ar.free_memory().total, 0u);  // H0's free end now belongs to its view in zone 1, under x
+  EXPECT_EQ(ar.counters().aliases_mapped, 1u);
+  EXPECT_EQ(ar.counters().out_of_memory_recoveries, 0u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);  // H0 and the two granules
+  EXPECT_EQ(calls(dev, device_call::mem_map), 4u);     // H0 twice, the two granules
+  const auto handles = ar.handles();
+  EXPECT_EQ(std::count_if(handles.begin(), handles.end(),
+                          [&](const arena::handle_view& h) { return h.views == std::vector<device_ptr>{z0, z1}; }),
+            1);
+  // Both blocks freed, every handle is cold and trim() gives all 6 MiB back, unmapping H0's two views.
+  ar.deallocate(x, 9 * MiB / 2);
+  ar.validate();
+  ar.deallocate(a, 3 * MiB / 2);
+  ar.validate();
+  EXPECT_EQ(ar.trim(), 6 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 4u);
+  ar.validate();
+}
+
 TEST(Arena, OnATightDeviceABlockFillsAHoleBetweenMappedMemory) {
   three_blocks t(one_zone());
   EXPECT_EQ(t.ar.trim(), 2 * MiB);  // H1 goes: a gap at [2, 4) between H0's free [1.5, 2) and H2's [4, 5.5)

@@ -362,11 +362,11 @@ void arena::validate() const {
   if (reserved != reserved_) throw invariant_error(fmt::format("arena: reserved {} but handles hold {}", reserved_, reserved));
   if (mapped != mapped_) throw invariant_error(fmt::format("arena: mapped {} but mapped handles hold {}", mapped_, mapped));
   if (spare != spare_bytes_) throw invariant_error(fmt::format("arena: spares {} but spare handles hold {}", spare_bytes_, spare));
+  validate_pieces();
   std::size_t free = 0, unmapped = 0, foreign = 0;
   for (const auto& z : zones_) {
     z.free.validate();
     z.unmapped.validate();
-    validate_pieces(static_cast<std::size_t>(&z - zones_.data()));
     z.foreign.validate();
     free += z.free.total();
     unmapped += z.unmapped.total();

@@ -19,8 +19,8 @@
 //  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
 //    on one or both sides of it (left- or right-aligned) and mapping handles into the gap;
 //  - once it is tight: also *aliases*. Free memory at the end of a handle (beside unmapped address space)
-//    can hold the first bytes of a block anywhere, and free memory at a handle's start its last bytes: the
-//    handle is mapped a second time so that the piece falls where the block needs it. Blocks then share
+//    can hold the first bytes of a block anywhere (in any zone), and free memory at a handle's start its last
+//    bytes: the handle is mapped a second time so that the piece falls where the block needs it. Blocks then share
 //    granules whatever their addresses, so memory that is free only in parts of granules still serves
 //    requests.
 // The arena is *tight* when the device (or the limit) has no room left for the cache budget beside a
@@ -179,8 +179,11 @@ class arena {
     range_set free;      // owned mapped memory no block uses, coalesced across views
     range_set unmapped;  // address space with nothing mapped
     range_set foreign;   // mapped address space whose bytes another view of the same handle owns
-    // Free memory at the ends of handles beside the gaps (arena_pieces.cpp), kept current as free and
-    // unmapped memory change: a suffix ends where a gap starts, a prefix starts where a gap ends.
+  };
+  // Free memory at the ends of handles beside the gaps of every zone (arena_pieces.cpp), kept current as free
+  // and unmapped memory change: a suffix ends where a gap starts, a prefix starts where a gap ends. One index
+  // for all zones: physical memory is shared, so growth in one zone may alias a piece of another.
+  struct piece_index {
     std::map<device_ptr, std::size_t> suffix_at, prefix_at;  // gap boundary -> bytes of the piece there
     std::set<std::pair<std::size_t, device_ptr>> suffix_by_len, prefix_by_len;
   };
@@ -205,7 +208,7 @@ class arena {
   void refresh_point(std::size_t zi, device_ptr x);
   std::size_t suffix_len(std::size_t zi, device_ptr x) const;
   std::size_t prefix_len(std::size_t zi, device_ptr x) const;
-  void validate_pieces(std::size_t zi) const;
+  void validate_pieces() const;
   // Only a tight arena maps aliases, so the indexes are kept only from its first tight request until 1024
   // requests in a row found it roomy; then they are dropped, and built again from the gaps when next wanted.
   void keep_pieces(bool keep);
@@ -252,6 +255,7 @@ class arena {
   device_ptr base_ = 0;
   std::size_t zone_span_ = 0;
   std::vector<zone> zones_;
+  piece_index pieces_;
   std::vector<granule> granules_;
   std::vector<handle_rec> handles_;
   std::vector<std::uint32_t> free_slots_;

@@ -1,4 +1,4 @@
-// The arena's index of pieces: free memory at the ends of handles beside the gaps of a zone's address
+// The arena's index of pieces: free memory at the ends of handles beside the gaps of the zones' address
 // space, by boundary and by length, so growth finds the one that fits without walking every gap. A piece
 // depends only on the free memory inside one view next to a gap boundary, so after a change only the
 // boundaries of the views it touched are looked at again (pieces_changed), each in a granule lookup unless
@@ -64,9 +64,8 @@ std::size_t arena::prefix_len(std::size_t zi, device_ptr x) const {
 }
 
 void arena::refresh_point(std::size_t zi, device_ptr x) {
-  zone& z = zones_[zi];
-  set_piece(z.suffix_at, z.suffix_by_len, x, suffix_len(zi, x));
-  set_piece(z.prefix_at, z.prefix_by_len, x, prefix_len(zi, x));
+  set_piece(pieces_.suffix_at, pieces_.suffix_by_len, x, suffix_len(zi, x));
+  set_piece(pieces_.prefix_at, pieces_.prefix_by_len, x, prefix_len(zi, x));
 }
 
 // A piece lies within one view, so a change of free memory in [p, q) (which is all mapped) can change only
@@ -101,41 +100,39 @@ void arena::gaps_changed(device_ptr p, device_ptr q) {
 void arena::keep_pieces(bool keep) {
   if (keep == pieces_kept_) return;
   pieces_kept_ = keep;
+  pieces_ = piece_index{};
+  if (!keep) return;
   for (std::size_t zi = 0; zi < zones_.size(); ++zi) {
-    zone& z = zones_[zi];
-    z.suffix_at.clear();
-    z.prefix_at.clear();
-    z.suffix_by_len.clear();
-    z.prefix_by_len.clear();
-    if (!keep) continue;
-    for (const auto& [u0, gap] : z.unmapped.ranges()) {
+    for (const auto& [u0, gap] : zones_[zi].unmapped.ranges()) {
       refresh_point(zi, u0);
       refresh_point(zi, u0 + gap);
     }
   }
 }
 
-void arena::validate_pieces(std::size_t zi) const {
-  const zone& z = zones_[zi];
+void arena::validate_pieces() const {
+  const piece_index& x = pieces_;
   if (!pieces_kept_) {
-    if (!z.suffix_at.empty() || !z.prefix_at.empty() || !z.suffix_by_len.empty() || !z.prefix_by_len.empty())
-      throw invariant_error(fmt::format("arena: zone {} keeps pieces while its indexes are dropped", zi));
+    if (!x.suffix_at.empty() || !x.prefix_at.empty() || !x.suffix_by_len.empty() || !x.prefix_by_len.empty())
+      throw invariant_error("arena: pieces are kept while their indexes are dropped");
     return;
   }
   std::map<device_ptr, std::size_t> suffixes, prefixes;
-  for (const auto& [u0, gap] : z.unmapped.ranges()) {
-    if (const auto n = suffix_len(zi, u0)) suffixes.emplace(u0, n);
-    if (const auto n = prefix_len(zi, u0 + gap)) prefixes.emplace(u0 + gap, n);
+  for (std::size_t zi = 0; zi < zones_.size(); ++zi) {
+    for (const auto& [u0, gap] : zones_[zi].unmapped.ranges()) {
+      if (const auto n = suffix_len(zi, u0)) suffixes.emplace(u0, n);
+      if (const auto n = prefix_len(zi, u0 + gap)) prefixes.emplace(u0 + gap, n);
+    }
   }
-  if (suffixes != z.suffix_at || prefixes != z.prefix_at)
-    throw invariant_error(fmt::format("arena: zone {} indexes {} suffixes and {} prefixes; the gaps have {} and {}", zi,
-                                      z.suffix_at.size(), z.prefix_at.size(), suffixes.size(), prefixes.size()));
-  if (z.suffix_by_len.size() != z.suffix_at.size() || z.prefix_by_len.size() != z.prefix_at.size())
-    throw invariant_error(fmt::format("arena: zone {}: the pieces by length disagree with those by place", zi));
-  for (const auto& [x, n] : z.suffix_at)
-    if (!z.suffix_by_len.count({n, x})) throw invariant_error(fmt::format("arena: suffix at {:#x} not indexed by length", x));
-  for (const auto& [x, n] : z.prefix_at)
-    if (!z.prefix_by_len.count({n, x})) throw invariant_error(fmt::format("arena: prefix at {:#x} not indexed by length", x));
+  if (suffixes != x.suffix_at || prefixes != x.prefix_at)
+    throw invariant_error(fmt::format("arena: {} suffixes and {} prefixes indexed; the gaps have {} and {}",
+                                      x.suffix_at.size(), x.prefix_at.size(), suffixes.size(), prefixes.size()));
+  if (x.suffix_by_len.size() != x.suffix_at.size() || x.prefix_by_len.size() != x.prefix_at.size())
+    throw invariant_error("arena: the pieces by length disagree with those by place");
+  for (const auto& [a, n] : x.suffix_at)
+    if (!x.suffix_by_len.count({n, a})) throw invariant_error(fmt::format("arena: suffix at {:#x} not indexed by length", a));
+  for (const auto& [a, n] : x.prefix_at)
+    if (!x.prefix_by_len.count({n, a})) throw invariant_error(fmt::format("arena: prefix at {:#x} not indexed by length", a));
 }
 
 }  // namespace vram::detail

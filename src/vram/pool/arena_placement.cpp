@@ -237,7 +237,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
         offer(q);
       }
       // ... with its last bytes in a prefix elsewhere.
-      for (const piece& t : candidates(z.prefix_by_len, std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
+      for (const piece& t : candidates(pieces_.prefix_by_len, std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
         if (rem > gap || overlaps(t.at, t.len, fl, a + gap + 1)) continue;
         const auto e = congruent_below(std::min(t.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + t.handle_bytes > gap) continue;
@@ -262,7 +262,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
       p.in_hole = true;
       offer(p);
       // ... with its first bytes in a suffix elsewhere.
-      for (const piece& h : candidates(z.suffix_by_len, std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
+      for (const piece& h : candidates(pieces_.suffix_by_len, std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
         if (overlaps(h.at, h.len, u0 - 1, gap + b + 1)) continue;
         const auto e = congruent_below(std::min(h.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + h.handle_bytes > gap) continue;
@@ -301,23 +301,23 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   if (!best.valid) fresh(nullptr, 0, nullptr, 0);
   const std::size_t r = s % g;
   // One piece: the block's last bytes (the rest whole granules), or its first bytes (the rest new granules).
-  for (const piece& t : candidates(z.prefix_by_len, std::max<std::size_t>(r, 1), false, fits_considered))
+  for (const piece& t : candidates(pieces_.prefix_by_len, std::max<std::size_t>(r, 1), false, fits_considered))
     if (const auto e = congruent_below(std::min(t.len, s), s, g); e && *e > 0) fresh(nullptr, 0, &t, *e);
-  for (const piece& h : candidates(z.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
+  for (const piece& h : candidates(pieces_.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + granule (one granule fewer to map).
-  if (options_.aliasing && tight_ && !z.suffix_by_len.empty() && !z.prefix_by_len.empty()) {
-    const std::size_t most_prefix = z.prefix_by_len.rbegin()->first;
+  if (options_.aliasing && tight_ && !pieces_.suffix_by_len.empty() && !pieces_.prefix_by_len.empty()) {
+    const std::size_t most_prefix = pieces_.prefix_by_len.rbegin()->first;
     for (const std::size_t v : {r, r + g}) {
       if (v == 0 || v > s) continue;
       std::size_t tried = 0;
       constexpr std::size_t pairs_considered = 16;
-      for (auto it = z.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
-           it != z.suffix_by_len.end() && tried < pairs_considered; ++it, ++tried) {
+      for (auto it = pieces_.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
+           it != pieces_.suffix_by_len.end() && tried < pairs_considered; ++it, ++tried) {
         const piece h = suffix_piece(*it);
         if (h.len >= v) break;  // the head alone holds it: the single-piece plans cover that
-        for (auto jt = z.prefix_by_len.lower_bound({v - h.len, 0}); jt != z.prefix_by_len.end(); ++jt) {
+        for (auto jt = pieces_.prefix_by_len.lower_bound({v - h.len, 0}); jt != pieces_.prefix_by_len.end(); ++jt) {
           const piece t = prefix_piece(*jt);
           if (t.handle == h.handle) continue;
           fresh(&h, h.len, &t, v - h.len);
