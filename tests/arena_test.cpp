@@ -197,6 +197,58 @@ TEST(Arena, ABlockInOneZoneUsesTheFreeEndOfAHandleInAnother) {
   ar.validate();
 }
 
+TEST(Arena, TwoPiecesOfLargeHandlesCanHoldMoreThanAGranuleOfABlock) {
+  // An 8 GiB device: handles up to 8 MiB (1/1024 of it), each the size its growth needs. Built, in MiB from
+  // the zone's base: Hp = [0, 2), H1 = [2, 6) with c = [5, 6), H0 = [6, 10) with a = [6, 7), Hq = [10, 12),
+  // Hr = [12, 14) full; then Hp and Hq are trimmed. H1's free start [2, 5) follows the gap [0, 2) (a prefix),
+  // H0's free end [7, 10) precedes the gap [10, 12) (a suffix): 3 MiB each, the handles 4 MiB.
+  sim_device dev(small_device(std::size_t{8} << 30));
+  arena ar(dev, one_zone());
+  const device_ptr base = ar.zone_base(0);
+  const device_ptr p = ar.allocate(2 * MiB, 512);
+  const device_ptr w = ar.allocate(3 * MiB, 512);
+  const device_ptr c = ar.allocate(1 * MiB, 512);
+  const device_ptr y = ar.allocate(4 * MiB, 512);
+  const device_ptr q = ar.allocate(2 * MiB, 512);
+  const device_ptr r = ar.allocate(2 * MiB, 512);
+  EXPECT_EQ(std::vector<device_ptr>({p, w, c, y, q, r}),
+            std::vector<device_ptr>({base, base + 2 * MiB, base + 5 * MiB, base + 6 * MiB, base + 10 * MiB,
+                                     base + 12 * MiB}));
+  ar.deallocate(y, 4 * MiB);
+  const device_ptr a = ar.allocate(1 * MiB, 512);
+  EXPECT_EQ(a, base + 6 * MiB);
+  ar.deallocate(w, 3 * MiB);
+  ar.deallocate(p, 2 * MiB);
+  ar.deallocate(q, 2 * MiB);
+  EXPECT_EQ(ar.trim(), 4 * MiB);
+  ar.validate();
+  // With no room left, 6 MiB fits no free range, and no gap holds it beside a piece. The two pieces hold all
+  // of it: 6 = 0 (mod 2 MiB), three granules' worth. In fresh address space (the top, from 14 MiB) H0 is
+  // mapped at [14, 18) so that its free end falls at [15, 18), and H1 at [18, 22), its free start at
+  // [18, 21): the block is [15, 21), with no memory created. Pairs only up to one granule beyond the residue
+  // (2 MiB) would need 2 MiB more, which the limit refuses.
+  ar.set_limit(10 * MiB);
+  const device_ptr z = ar.allocate(6 * MiB, 512);
+  ASSERT_NE(z, 0u);
+  ar.validate();
+  EXPECT_EQ(z, base + 15 * MiB);
+  EXPECT_EQ(ar.reserved(), 10 * MiB);
+  EXPECT_EQ(ar.in_use(), 10 * MiB);
+  EXPECT_EQ(ar.free_memory().total, 0u);
+  EXPECT_EQ(ar.counters().aliases_mapped, 2u);
+  EXPECT_EQ(ar.counters().aliased_growths, 1u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
+  const auto handles = ar.handles();
+  auto with_views = [&](std::vector<device_ptr> v) {
+    return std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) { return h.views == v; });
+  };
+  EXPECT_EQ(with_views({base + 6 * MiB, base + 14 * MiB}), 1);
+  EXPECT_EQ(with_views({base + 2 * MiB, base + 18 * MiB}), 1);
+  ar.deallocate(z, 6 * MiB);
+  ar.validate();
+  EXPECT_EQ(ar.free_memory().total, 6 * MiB);
+}
+
 TEST(Arena, OnATightDeviceABlockFillsAHoleBetweenMappedMemory) {
   three_blocks t(one_zone());
   EXPECT_EQ(t.ar.trim(), 2 * MiB);  // H1 goes: a gap at [2, 4) between H0's free [1.5, 2) and H2's [4, 5.5)

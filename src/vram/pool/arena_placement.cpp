@@ -306,11 +306,13 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   for (const piece& h : candidates(pieces_.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
-  // least bytes in all, for v = r (the residue split in two) and v = r + granule (one granule fewer to map).
+  // least bytes in all, for v = r (the residue split in two) and v = r + k granules (k fewer to map), as far
+  // as the largest pieces reach (pieces of handles larger than a granule may hold more than one).
   if (options_.aliasing && tight_ && !pieces_.suffix_by_len.empty() && !pieces_.prefix_by_len.empty()) {
     const std::size_t most_prefix = pieces_.prefix_by_len.rbegin()->first;
-    for (const std::size_t v : {r, r + g}) {
-      if (v == 0 || v > s) continue;
+    const std::size_t reach = std::min(s, pieces_.suffix_by_len.rbegin()->first + most_prefix);
+    for (std::size_t v = r; v <= reach; v += g) {
+      if (v == 0) continue;
       std::size_t tried = 0;
       constexpr std::size_t pairs_considered = 16;
       for (auto it = pieces_.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
