@@ -139,6 +139,10 @@ TEST(Cli, BadArgumentsAndInputNameTheProblem) {
          1, "nan.csv:2");
   expect(run("simulate nosuch -o " + write_file("x.vtrace", "")), 2, "unknown workload 'nosuch'");
   expect(run("bench --device sim --repeat 101"), 2, "bad --repeat 101: from 1 to 100");
+  expect(run("fit " + path + " --policy vram --verify 65"), 2, "bad --verify 65: from 0 to 64 granules");
+  expect(run("fit " + path + " --policy vram --verify -1"), 2, "bad --verify -1: from 0 to 64 granules");
+  expect(run("fit " + path + " --policy vram --verify abc"), 2, "--verify");
+  expect(run("replay " + path + " --policy vram --nosuch"), 2, "--nosuch");
 }
 
 TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) {

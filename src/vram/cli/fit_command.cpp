@@ -22,7 +22,7 @@ struct fit_args {
   std::vector<std::string> traces;
   std::string policies = "all";
   std::string device = "sim";
-  std::size_t verify = fit_options{}.verify_granules;
+  long long verify = static_cast<long long>(fit_options{}.verify_granules);
   bool json = false;
 };
 
@@ -32,7 +32,10 @@ void run_fit(const fit_args& a) {
   if (spec.which == device_spec::kind::cuda) throw usage_error("vram fit runs on the simulated device: use --device sim[:MAX]");
   fit_options options;
   options.device = sim_options(spec);
-  options.verify_granules = a.verify;
+  constexpr long long most_verified = 64;
+  if (a.verify < 0 || a.verify > most_verified)
+    throw usage_error(fmt::format("bad --verify {}: from 0 to {} granules", a.verify, most_verified));
+  options.verify_granules = static_cast<std::size_t>(a.verify);
   progress_line progress;
   std::vector<replay_result> results;
   std::vector<std::optional<std::size_t>> fits;
@@ -89,8 +92,8 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--device,-d", a->device, "sim or sim:MAX: the largest device to try (default an H200)")
       ->capture_default_str();
   cmd->add_option("--verify", a->verify,
-                  "Granules above the answer that must fit too (a failure there moves the answer up); 0: trust "
-                  "the binary search")
+                  "Granules above the answer that must fit too (a failure there moves the answer up), 0 to 64; "
+                  "0: trust the binary search")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy, with fit_bytes");
   cmd->callback([a] { run_fit(*a); });

@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); its own codes (104 for a value it cannot convert, ...) become
+    // the 2 that every bad argument exits with.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const vram::usage_error& e) {
     std::fprintf(stderr, "vram: %s\n", e.what());
     return 2;
