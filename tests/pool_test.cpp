@@ -161,8 +161,9 @@ TEST(Pool, BlocksLiveInZonesBySize) {
   pool_resource pool(dev, plain());
   const device_ptr tiny = pool.allocate(4 * KiB);
   const device_ptr small = pool.allocate(64 * KiB + 512);
-  const device_ptr large = pool.allocate(MiB + 512);
-  // Zone 0 (up to 64 KiB) starts at the arena's base, zone 1 (up to 1 MiB) one zone span above it, zone 2 two;
+  const device_ptr large = pool.allocate(256 * KiB + 512);
+  // Zone 0 (up to 64 KiB) starts at the arena's base, zone 1 (up to 256 KiB) one zone span above it, zone 2
+  // two;
   // a 64 GiB device with an address space of 8 x its size per zone puts them 512 GiB apart.
   EXPECT_EQ(small - tiny, 512 * GiB);
   EXPECT_EQ(large - small, 512 * GiB);
@@ -172,7 +173,12 @@ TEST(Pool, BlocksLiveInZonesBySize) {
   const device_ptr tiny2 = pool.allocate(64 * KiB);
   EXPECT_EQ(tiny2, tiny + 4 * KiB);
   EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
-  for (auto [p, n] : {std::pair{tiny, 4 * KiB}, {tiny2, 64 * KiB}, {small, 64 * KiB + 512}, {large, MiB + 512}})
+  // The largest size of zone 1 stays there: 256 KiB joins the 64.5 KiB block in its granule.
+  const device_ptr small2 = pool.allocate(256 * KiB);
+  EXPECT_EQ(small2, small + 64 * KiB + 512);
+  EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
+  for (auto [p, n] : {std::pair{tiny, 4 * KiB}, {tiny2, 64 * KiB}, {small, 64 * KiB + 512}, {small2, 256 * KiB},
+                      {large, 256 * KiB + 512}})
     pool.deallocate(p, n);
   pool.validate();
 }

@@ -60,8 +60,9 @@ class pool_resource final : public memory_resource {
  public:
   /// Requests up to this size go to the tiny zone (zone 0): a 2 MiB granule holds at least 32 of them.
   static constexpr std::size_t tiny_max = std::size_t{64} << 10;
-  /// Larger requests up to this size go to the small zone (zone 1), the rest to the large zone (zone 2).
-  static constexpr std::size_t small_max = std::size_t{1} << 20;
+  /// Larger requests up to this size go to the small zone (zone 1), the rest to the large zone (zone 2),
+  /// where they share granules with the ends of large blocks (docs/pool.md: 256 KiB against 1 MiB).
+  static constexpr std::size_t small_max = std::size_t{256} << 10;
 
   explicit pool_resource(device& dev, pool_options options = pool_options::from_environment());
   ~pool_resource() override;
