@@ -2,7 +2,7 @@
 // vram's pool: the `vram` policy and the allocator programs link. Thread-safe.
 //  - Placement and physical memory: an arena that maps memory only where blocks sit and recycles wholly free
 //    handles to wherever memory is wanted (arena.hpp). Blocks live in three zones by size: up to 64 KiB, up
-//    to 1 MiB, larger. Small blocks never pin the handles under large ones, and tiny ones, which a granule
+//    to 256 KiB, larger. Small blocks never pin the handles under large ones, and tiny ones, which a granule
 //    holds by the dozen, do not scatter over the granules of the small ones, each keeping one granule held.
 //  - Hot path: each thread keeps the blocks it frees (thread_cache.hpp) and a block's state lives in a table
 //    read without a lock (block_table.hpp), so a cached alloc + free takes no mutex and makes no atomic
