@@ -349,5 +349,39 @@ TEST(Arena, WithRoomTheBlockTakesTheStartOfTheBestFit) {
   t.ar.validate();
 }
 
+TEST(Arena, RecyclingForATightGrowthKeepsTheHandleItRecycledAndReleasesAnother) {
+  // An 8 GiB device: handles the size their growth needs. In MiB from the zone's base: H0 = [0, 4),
+  // k1 = H1 = [4, 6), H2 = [6, 10), k2 = H3 = [10, 12); the blocks on H0 and H2 are freed, so both are cold.
+  sim_device dev(small_device(std::size_t{8} << 30));
+  arena ar(dev, one_zone());
+  const device_ptr base = ar.zone_base(0);
+  const device_ptr a = ar.allocate(4 * MiB, 512);
+  ar.allocate(2 * MiB, 512);
+  const device_ptr b = ar.allocate(4 * MiB, 512);
+  ar.allocate(2 * MiB, 512);
+  ar.deallocate(a, 4 * MiB);
+  ar.deallocate(b, 4 * MiB);
+  ASSERT_EQ(ar.reserved(), 12 * MiB);
+  ASSERT_EQ(calls(dev, device_call::mem_create), 4u);
+  // Under a 16 MiB limit 6 MiB is tight, fits no free range and no hole: it grows at the top, [12, 18). The
+  // budget is 1.05 x (4 + 6) = 10.5 MiB, so growth recycles: H2 (4 MiB, the largest cold handle within the
+  // 6 wanted) is unmapped; no cold handle is within the 2 MiB still wanted, and 12 + 2 > 10.5, so the
+  // smallest larger cold handle, H0, goes back to the device. H2 is mapped at [12, 16) and one 2 MiB handle
+  // made for [16, 18): reserved 2 + 4 + 2 + 2 = 10 MiB, all of it in use.
+  ar.set_limit(16 * MiB);
+  const device_ptr z = ar.allocate(6 * MiB, 512);
+  ar.validate();
+  EXPECT_EQ(z, base + 12 * MiB);
+  EXPECT_EQ(ar.reserved(), 10 * MiB);
+  EXPECT_EQ(ar.in_use(), 10 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 1u);
+  EXPECT_EQ(ar.counters().handles_released, 1u);
+  const auto handles = ar.handles();
+  EXPECT_EQ(std::count_if(handles.begin(), handles.end(),
+                          [&](const arena::handle_view& h) { return h.views == std::vector<device_ptr>{base + 12 * MiB}; }),
+            1);
+}
+
 }  // namespace
 }  // namespace vram

@@ -441,6 +441,7 @@ void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size
   const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
   drop_stale_cold();
   std::size_t got = 0;
+  std::vector<std::uint32_t> recycled;  // spares made here, for this growth: never given back below
   auto pick = [&](auto first, auto last) -> std::uint32_t {
     for (auto it = first; it != last; ++it)
       if (!protects(p, size, it->second)) return it->second;
@@ -466,9 +467,11 @@ void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size
       }
     }
     if (idx == none && gen && static_cast<double>(reserved_ + rest) > budget) {
-      // Only larger ones are left: give a spare larger than the rest back to the device, else the smallest
-      // larger cold handle.
-      if (auto sp = spare_.upper_bound(rest); sp != spare_.end()) {
+      // Only larger ones are left: give a spare larger than the rest back to the device (not one recycled
+      // here: it fitted what was wanted, and the growth maps it), else the smallest larger cold handle.
+      auto sp = spare_.upper_bound(rest);
+      while (sp != spare_.end() && std::find(recycled.begin(), recycled.end(), sp->second) != recycled.end()) ++sp;
+      if (sp != spare_.end()) {
         const auto s_idx = sp->second;
         take_spare(s_idx);
         release_spare(s_idx);
@@ -484,6 +487,7 @@ void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size
     if (idx == none) break;
     got += handles_[idx].bytes;
     unmap_handle(idx);
+    recycled.push_back(idx);
   }
 }
 
