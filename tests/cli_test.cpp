@@ -116,6 +116,53 @@ TEST(Cli, FitFindsTheSmallestDevice) {
   EXPECT_EQ(nlohmann::json::parse(unchecked.out)[0]["fit_probes"], 3);
 }
 
+// A 3 MiB, B 1 MiB, C 2 MiB, D 2 MiB, all live at once: 8 MiB. rmm-pool's first block is half the device, its
+// growth asks max(request, pool size), halving the ask down to the request when the device refuses; the
+// simulated cudaMalloc takes whole 2 MiB pages.
+//  -  8 MiB: a 4 MiB block holds A and B; C grows the pool by 4 MiB (the device's last 4), which holds C and D.
+//  - 10 MiB: a 5 MiB block (6 MiB of pages) holds A and B, 1 MiB left over. C grows the pool: 5 MiB is refused
+//    (4 MiB of pages left), 2.5 MiB taken (all 4). D finds 0.5 MiB free and the device full: it fails.
+//  - 12 MiB: a 6 MiB block holds A, B and C; D grows it by 6 MiB, the device's last 6. From 16 MiB the first
+//    block holds all four.
+// Searching up to 64 MiB: 64 fits, then 32 (what it used), 18, 12, 8 fit; 6 MiB, below the live bytes, is
+// never tried. The check of the 8 granules above 8 MiB finds 10 failing, so 12 is the answer, and the granules
+// above it are checked in turn: 13 probes.
+const char* rmm_not_monotone_trace =
+    "time_us,action,addr,size,stream\n"
+    "0,alloc,4096,3145728,0\n"
+    "10,alloc,8192,1048576,0\n"
+    "20,alloc,12288,2097152,0\n"
+    "30,alloc,16384,2097152,0\n"
+    "40,free_requested,4096,3145728,0\n"
+    "50,free_requested,8192,1048576,0\n"
+    "60,free_requested,12288,2097152,0\n"
+    "70,free_requested,16384,2097152,0\n";
+
+TEST(Cli, FitSaysWhenASmallerDeviceFitsButALargerOneFails) {
+  const auto path = write_file("nm.csv", rmm_not_monotone_trace);
+  const outcome j = run("fit " + path + " --policy rmm-pool --device sim:64MiB --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const auto r = nlohmann::json::parse(j.out)[0];
+  EXPECT_EQ(r["fit_bytes"], 12 * MiB);
+  EXPECT_EQ(r["lowest_fit_bytes"], 8 * MiB);
+  EXPECT_EQ(r["fit_monotone"], false);
+  EXPECT_EQ(r["fit_probes"], 13);
+  EXPECT_EQ(r["failed_allocations"], 0);
+  const outcome t = run("fit " + path + " --policy rmm-pool --device sim:64MiB");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("not monotone: nm with rmm-pool: fits on 8 MiB but fails on a larger device; the fit given, "
+                       "12 MiB, is above every failure seen, and the 8 granules above it fit too.\n"),
+            std::string::npos)
+      << t.out;
+  // Up to an H200 the halvings never land on 8 MiB: no fit is seen below a failure, and no line is printed.
+  const outcome h = run("fit " + path + " --policy rmm-pool");
+  ASSERT_EQ(h.code, 0) << h.out;
+  EXPECT_EQ(h.out.find("not monotone"), std::string::npos) << h.out;
+  const auto hr = nlohmann::json::parse(run("fit " + path + " --policy rmm-pool --json").out)[0];
+  EXPECT_EQ(hr["fit_bytes"], 12 * MiB);
+  EXPECT_EQ(hr["fit_monotone"], true);
+}
+
 TEST(Cli, BadArgumentsAndInputNameTheProblem) {
   const auto path = write_file("small.csv", small_trace);
   auto expect = [](const outcome& o, int code, const std::string& words) {
