@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "vram/device/sim_device.hpp"
 #include "vram/pool/arena.hpp"
@@ -341,6 +342,52 @@ TEST(Arena, OnATightDeviceABlockGoesWhereItPinsNoColdHandle) {
   // The free range [0, 3): at its start the block would pin cold H0, at its end it lies in busy H1.
   EXPECT_EQ(t.ar.allocate(3 * MiB / 4, 512), t.base + 9 * MiB / 4);
   t.ar.validate();
+}
+
+TEST(Arena, ItTurnsTightWithRoomLeftForFewerThanThreeCacheBudgets) {
+  // In use 0.5 MiB (c), reserved 4 MiB. For 0.75 MiB the cache budget is 0.05 x (0.5 + 0.75) = 0.0625 MiB.
+  // A limit of 4.875 MiB leaves 0.875 MiB: less than 3 budgets beside the block (0.1875 + 0.75 = 0.9375),
+  // not less than one (0.8125). With the default tight_budgets of 3 the arena is tight and the block goes
+  // where it pins no cold handle, the end of the free range [0, 3), in busy H1; with tight_budgets 1 it is
+  // roomy and takes the start of the range, in cold H0.
+  for (const auto& [budgets, at] : {std::pair{3.0, 9 * MiB / 4}, std::pair{1.0, std::size_t{0}}}) {
+    arena_options o = one_zone(4 * MiB + 7 * MiB / 8);
+    o.tight_budgets = budgets;
+    cold_and_busy t(o);
+    EXPECT_EQ(t.ar.allocate(3 * MiB / 4, 512), t.base + at) << budgets;
+    t.ar.validate();
+  }
+}
+
+TEST(Arena, UntilTheDeviceIsFullATightArenaTakesMappedMemoryOverGrowthThatPinsLess) {
+  // An 8 GiB device: handles the size their growth needs. H0 = [0, 4) MiB, a 4 MiB handle, cold once a is
+  // freed; c = [4, 5.5) in H1 = [4, 6). In use 1.5 MiB, reserved 6. With max_cached_ratio 1 the cache
+  // budget beside 2.5 MiB is 1 x (1.5 + 2.5) = 4 MiB: tight with less than 3 x 4 + 2.5 = 14.5 MiB left, full
+  // with less than 4 + 2.5 = 6.5.
+  // The mapped range [0, 4) holds the block but pins all of cold H0 (4 MiB) at either end. Growth pins less:
+  // from c's free end at 5.5 MiB into one new granule at [6, 8), 2 MiB.
+  //  - limit 16 MiB, 10 left: tight, not full. The block takes [0, 2.5) in H0: growth would create memory
+  //    beside the cold handle. Reserved stays 6 MiB.
+  //  - limit 12 MiB, 6 left: full. The block grows at [5.5, 8), and H0 stays cold for what comes next
+  //    (reserved 8 MiB is within the budget of 1.5 + 2.5 + 4 MiB, so nothing is recycled).
+  for (const auto& [limit, at, reserved] : {std::tuple{16 * MiB, std::size_t{0}, 6 * MiB},
+                                            std::tuple{12 * MiB, 11 * MiB / 2, 8 * MiB}}) {
+    sim_device dev(small_device(std::size_t{8} << 30));
+    arena_options o = one_zone();
+    o.max_cached_ratio = 1.0;
+    arena ar(dev, o);
+    const device_ptr base = ar.zone_base(0);
+    const device_ptr a = ar.allocate(4 * MiB, 512);
+    const device_ptr c = ar.allocate(3 * MiB / 2, 512);
+    ASSERT_EQ(c, base + 4 * MiB);
+    ar.deallocate(a, 4 * MiB);
+    ASSERT_EQ(ar.reserved(), 6 * MiB);
+    ar.set_limit(limit);
+    EXPECT_EQ(ar.allocate(5 * MiB / 2, 512), base + at) << limit;
+    ar.validate();
+    EXPECT_EQ(ar.reserved(), reserved) << limit;
+    EXPECT_EQ(ar.counters().growths, at == 0 ? 2u : 3u) << limit;
+  }
 }
 
 TEST(Arena, WithRoomTheBlockTakesTheStartOfTheBestFit) {

@@ -23,12 +23,15 @@
 //    bytes: the handle is mapped a second time so that the piece falls where the block needs it. Blocks then share
 //    granules whatever their addresses, so memory that is free only in parts of granules still serves
 //    requests.
-// The arena is *tight* when the device (or the limit) has no room left for the cache budget beside a
-// request; it is *lean* when reserved memory, grown by the request, would leave less than the cache budget
-// under reserve_ratio x the peak of the bytes in use. Both turn growth to holes and size new handles from the
-// room left (under the device, or under that bound); only a tight arena also maps aliases, places blocks by
-// the least cold memory they pin and stitches cold handles generously (each of which, on a roomy device,
-// costs more driver time or later fits than it saves). Before a tight arena grows, alias views that hold no
+// The arena is *tight* when the device (or the limit) has no room left for tight_budgets times the cache
+// budget beside a request, and *full* when it has none for the budget itself; it is *lean* when reserved
+// memory, grown by the request, would leave less than the cache budget under reserve_ratio x the peak of the
+// bytes in use. A tight arena that is not yet full still takes mapped memory that holds a block, as a roomy
+// one does, even where the block pins a cold handle: growth would create memory there, not recycle it.
+// Tight and lean both turn growth to holes and size new handles from the room left (under the device, or
+// under that bound); only a tight arena also maps aliases, places blocks by the least cold memory they pin
+// and stitches cold handles generously (each of which, on a roomy device, costs more driver time or later
+// fits than it saves). Before a tight arena grows, alias views that hold no
 // live block any more give their bytes back to a view of the same handle that does, and are unmapped, so
 // the piece they took returns to the handle's end instead of lying between foreign bytes.
 // Handle sizes follow the pace of growth: the growths of the last burst window (the device's time, which a
@@ -65,6 +68,10 @@ struct arena_options {
   /// Cached (mapped but unused) memory allowed before growth recycles cold handles instead of creating new
   /// ones, as a fraction of the bytes in use. 0 recycles always (least memory, most driver calls).
   double max_cached_ratio = 0.05;
+  /// The arena turns tight (places blocks by the least memory pinned, maps aliases, stitches generously)
+  /// once the device (or the limit) has room for fewer than this many cache budgets beside a request, so
+  /// that the layout it meets the device's end with is already packed. At least 1.
+  double tight_budgets = 3.0;
   /// Largest handle created at once; a block larger than this is backed by several. Handles are also kept
   /// to 1/1024 of the device (or the limit) and 1/16 of what is left of it (arena.cpp, handle_cap).
   std::size_t max_handle_bytes = std::size_t{64} << 20;
@@ -275,7 +282,8 @@ class arena {
   arena_counters counters_;
   std::function<void()> before_unmap_;
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
-  bool tight_ = false;          // the device (or the limit) has no room left for the cache budget
+  bool tight_ = false;          // the device (or the limit) has no room left for tight_budgets cache budgets
+  bool full_ = false;           // tight, and no room left for the cache budget itself
   bool lean_ = false;           // tight, or reserved memory near reserve_ratio x the peak in use
   bool pieces_kept_ = false;    // whether the zones' piece indexes are current
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight

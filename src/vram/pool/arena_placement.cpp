@@ -13,11 +13,13 @@
 //      - use a suffix or prefix *elsewhere* (an alias): that handle is mapped once more beside the block's
 //        new handles, so that its free end falls at the block's first (or last) bytes. The bytes move from the
 //        old view to the new one (foreign at the old), so each byte is still reachable from one free list.
-// Two orders. While the device has room for the cache budget the arena is *thrifty*: it takes the best-fitting
-// range of mapped free memory whenever one holds the block, and grows at the top of the zone otherwise, as
-// few driver calls as it can. Once the device (or the limit) leaves less than the budget free, memory is what
-// runs out, and the arena turns *generous*: it takes the least pinning anywhere (mapped ranges at either end,
-// holes, aliases), and pays driver calls for it.
+// Two orders. While the device has room for tight_budgets (3) cache budgets the arena is *thrifty*: it takes
+// the best-fitting range of mapped free memory whenever one holds the block, and grows at the top of the zone
+// otherwise, as few driver calls as it can. Once the device (or the limit) leaves less than that, memory is
+// what will run out, and the arena turns *generous*: it places by the least pinning anywhere (mapped ranges
+// at either end, holes, aliases), and pays driver calls for it, so that the layout is packed before the
+// device's end is met. Until less than one budget is left, though, a block that fits mapped memory takes it
+// even where it pins a cold handle: growth would create memory beside the cold handle, not recycle it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,16 +74,18 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 
 }  // namespace
 
-// Tight: the device (or the limit) no longer has room for the cache budget beside this block. Lean: the
-// same under the reserve bound (reserve_ratio x the peak in use), or tight.
+// Tight: the device (or the limit) no longer has room for tight_budgets cache budgets beside this block;
+// full: not even for one. Lean: no room for one under the reserve bound (reserve_ratio x the peak in use), or
+// tight.
 void arena::judge_tightness(std::size_t s) {
-  const auto no_room_under = [&](std::size_t bound) {
+  const auto no_room_under = [&](std::size_t bound, double budgets) {
     const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
     return static_cast<double>(left) <
-           options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
+           budgets * options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
   };
-  tight_ = no_room_under(capacity());
-  lean_ = tight_ || no_room_under(lean_bound(s));
+  tight_ = no_room_under(capacity(), std::max(options_.tight_budgets, 1.0));
+  full_ = tight_ && no_room_under(capacity(), 1.0);
+  lean_ = tight_ || no_room_under(lean_bound(s), 1.0);
   constexpr std::size_t roomy_requests_before_dropping_pieces = 1024;
   if (tight_) {
     roomy_judgements_ = 0;
@@ -359,7 +363,9 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
   const bool gen = tight_;
   if (tight_ && !idle_views_.empty()) dissolve_idle_views();
   const plan m = best_mapped(size, align, zi);
-  if (m.valid && (m.pinned == 0 || !gen)) {
+  // Until the device is full, mapped memory that holds the block is taken even where it pins a cold handle:
+  // growth there would create memory beside the cold handle rather than recycle it.
+  if (m.valid && (m.pinned == 0 || !gen || !full_)) {
     take(m, size);
     return m.block;
   }
