@@ -126,6 +126,42 @@ TEST(Arena, AnAliasViewLeftWithNoLiveBlockGivesItsBytesBackBeforeTheNextGrowth) 
   EXPECT_EQ(t.ar.reserved(), 8 * MiB);
 }
 
+TEST(Arena, AViewOfAColdHandleGivesItsBytesBackOnceAnotherViewHoldsABlockAgain) {
+  three_blocks t(one_zone(8 * MiB));
+  const device_ptr z = t.ar.allocate(5 * MiB, 512);  // z = [6, 11), its last 1 MiB H2's first, at [10, 12)
+  ASSERT_EQ(z, t.base + 6 * MiB);
+  // With z and c freed, H2 is cold with both views: the one at [4, 6) owns [5, 6) (its first 1 MiB there is
+  // foreign), the alias at [10, 12) owns [10, 11). The free memory is [1.5, 2) and [5, 11), coalesced.
+  t.ar.deallocate(z, 5 * MiB);
+  t.ar.deallocate(t.c, MiB / 2);
+  t.ar.validate();
+  // 1 MiB on the tight, full arena: either end of [5, 11) pins H2 (2 MiB), as would any growth, which must
+  // recycle a cold handle under the limit; mapped memory wins the tie, at its lower end. Nothing is given
+  // back first: H2 is cold, so neither view holds a block another view could take the bytes into.
+  const device_ptr b = t.ar.allocate(MiB, 512);
+  t.ar.validate();
+  EXPECT_EQ(b, t.base + 5 * MiB);
+  EXPECT_EQ(t.ar.counters().views_dissolved, 0u);
+  // H2 is busy again, through its first view only. The next request dissolves the alias: its 1 MiB passes to
+  // the first view at [4, 5) and [10, 12) is unmapped. The 512 bytes take the best fit, [1.5, 2) in H0.
+  const device_ptr y = t.ar.allocate(512, 512);
+  t.ar.validate();
+  EXPECT_EQ(y, t.base + 3 * MiB / 2);
+  EXPECT_EQ(t.ar.counters().views_dissolved, 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 2u);  // H1 under z's growth, then the alias
+  const auto ranges = t.ar.free_ranges();
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2 + 512, MiB / 2 - 512));
+  EXPECT_EQ(ranges[1], std::make_pair(t.base + 4 * MiB, MiB));
+  EXPECT_EQ(ranges[2], std::make_pair(t.base + 6 * MiB, 4 * MiB));
+  const auto handles = t.ar.handles();
+  const auto h2 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
+    return h.views == std::vector<device_ptr>{t.base + 4 * MiB};
+  });
+  EXPECT_EQ(h2, 1);
+  EXPECT_EQ(t.ar.reserved(), 8 * MiB);
+}
+
 TEST(Arena, ThePieceIndexDroppedWhileRoomyIsBuiltAgainFromTheGaps) {
   three_blocks t(one_zone());
   EXPECT_FALSE(t.ar.pieces_indexed());  // never tight yet

@@ -215,9 +215,15 @@ void arena::dissolve_idle_views() {
   auto listed = std::move(idle_views_);
   idle_views_.clear();
   for (const std::uint32_t v : listed) {
-    views_[v].idle_listed = false;
     const std::uint32_t idx = views_[v].handle;
-    if (idx == none || handles_[idx].busy == 0 || handles_[idx].views.size() < 2 || holds_live(v)) continue;
+    // A cold handle's views stay listed: once a block makes the handle busy again through one of them, the
+    // others hold no live block and are to give their bytes back (no later free would list them again).
+    if (idx != none && handles_[idx].busy == 0 && handles_[idx].views.size() > 1) {
+      idle_views_.push_back(v);
+      continue;
+    }
+    views_[v].idle_listed = false;
+    if (idx == none || handles_[idx].views.size() < 2 || holds_live(v)) continue;
     for (const std::uint32_t u : handles_[idx].views) {
       if (u != v && holds_live(u)) {
         dissolve_view(v, u);

@@ -290,7 +290,7 @@ class arena {
   std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window
   std::size_t recent_bytes_ = 0;  // their sum
   bool bursting_ = false;         // the growth being planned is part of a burst: large handles
-  std::vector<std::uint32_t> idle_views_;  // alias views that held no live block when last looked at
+  std::vector<std::uint32_t> idle_views_;  // views that held no live block when last looked at, and cold handles'
 };
 
 }  // namespace vram::detail
