@@ -160,6 +160,14 @@ std::uint32_t arena::map_view(std::uint32_t idx, device_ptr va) {
     cold_bytes_ += h.bytes;
   } else {
     ++counters_.aliases_mapped;
+    // The views it had may hold no live block (a cold handle's free end can be aliased): listed, they give
+    // their bytes to this one before the next tight growth if they still hold none then.
+    for (const std::uint32_t u : h.views) {
+      if (!views_[u].idle_listed) {
+        views_[u].idle_listed = true;
+        idle_views_.push_back(u);
+      }
+    }
   }
   h.views.push_back(v);
   ++counters_.handles_mapped;
