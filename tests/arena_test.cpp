@@ -211,6 +211,49 @@ TEST(Arena, AColdHandleAliasedElsewhereGivesBackWhatItsFirstViewStillOwns) {
   EXPECT_EQ(ar.reserved(), 10 * MiB);
 }
 
+TEST(Arena, BeforeFailingAGrowthUsesTheFreeEndOfAHandleWithNoGapBesideIt) {
+  sim_device dev(small_device());
+  arena ar(dev, one_zone(6 * MiB));
+  const device_ptr base = ar.zone_base(0);
+  const device_ptr x = ar.allocate(3 * MiB / 2, 512);  // [0, 1.5) in H0 = [0, 2)
+  const device_ptr w = ar.allocate(MiB / 2, 512);      // [1.5, 2), the rest of H0
+  const device_ptr y = ar.allocate(2 * MiB, 512);      // [2, 4): H1, at the top
+  ASSERT_EQ(x, base);
+  ASSERT_EQ(w, base + 3 * MiB / 2);
+  ASSERT_EQ(y, base + 2 * MiB);
+  ar.deallocate(w, MiB / 2);
+  ar.validate();
+  // 2.5 MiB with 2 MiB left under the limit and no cold handle: at the top it needs two granules, and the
+  // only free memory, H0's last 0.5 MiB, has H1 mapped after it, not a gap, so it is no piece. As a last try
+  // the free end of every handle is a piece: H0 mapped again at the lowest free address range, [4, 6), holds
+  // the block's first 0.5 MiB, and one new handle at [6, 8) the rest: [5.5, 8).
+  const device_ptr z = ar.allocate(5 * MiB / 2, 512);
+  ar.validate();
+  EXPECT_EQ(z, base + 11 * MiB / 2);
+  EXPECT_EQ(ar.counters().last_resort_growths, 1u);
+  EXPECT_EQ(ar.counters().aliases_mapped, 1u);
+  EXPECT_EQ(ar.reserved(), 6 * MiB);
+  EXPECT_EQ(ar.free_memory().total, 0u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
+  const auto handles = ar.handles();
+  const auto h0 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
+    return h.views == std::vector<device_ptr>{base, base + 4 * MiB};
+  });
+  EXPECT_EQ(h0, 1);
+  // Freed, it leaves 2.5 MiB free and nothing more to reserve: 3 MiB fail, the last try too. Before trying,
+  // the alias gave its 0.5 MiB back to H0's first view; on the failure the new handle, cold, went back to the
+  // device.
+  ar.deallocate(z, 5 * MiB / 2);
+  ar.validate();
+  EXPECT_EQ(ar.allocate(3 * MiB, 512), 0u);
+  ar.validate();
+  EXPECT_EQ(ar.counters().last_resort_growths, 1u);
+  EXPECT_EQ(ar.reserved(), 4 * MiB);
+  const auto ranges = ar.free_ranges();
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0], std::make_pair(base + 3 * MiB / 2, MiB / 2));
+}
+
 TEST(Arena, ThePieceIndexDroppedWhileRoomyIsBuiltAgainFromTheGaps) {
   three_blocks t(one_zone());
   EXPECT_FALSE(t.ar.pieces_indexed());  // never tight yet

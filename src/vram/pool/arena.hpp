@@ -42,7 +42,9 @@
 // Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
 // The bytes to map anew come from spare handles, then (past the cache budget) from cold handles unmapped
 // and mapped again where the block goes ("stitching"), then from new handles. When the device (or the
-// limit) refuses, every cold handle is unmapped, the spares released, and the growth planned again.
+// limit) refuses, every cold handle is unmapped, the spares released, and the growth planned again; if that
+// fails too, a tight arena tries once more with the free ends of every handle as pieces, not only those
+// beside gaps (the index keeps only those: the others cost more calls than they save while memory is left).
 // Reserved = bytes of all handles held (mapped or spare). Driver calls go through the device seam only.
 // Not thread-safe: the pool calls it under its lock.
 
@@ -108,6 +110,7 @@ struct arena_counters {
   std::uint64_t views_dissolved = 0;           // alias views given up when they held no live block
   std::uint64_t aliased_growths = 0;           // growths that used a free end of a handle mapped elsewhere
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
+  std::uint64_t last_resort_growths = 0;       // of those, growths that took free ends not beside a gap
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
 };
 
@@ -224,7 +227,9 @@ class arena {
   void judge_tightness(std::size_t size);
   std::size_t pinned_by(device_ptr p, std::size_t size) const;
   plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
-  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous) const;
+  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous,
+                   const piece_index* pieces = nullptr) const;
+  piece_index every_piece() const;
   void take(const plan& p, std::size_t size);
   void note_growth(const plan& p, device_ptr block, std::size_t size);
   device_ptr carry_out(const plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen, bool& refused);

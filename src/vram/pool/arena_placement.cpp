@@ -146,7 +146,9 @@ arena::plan arena::best_mapped(std::size_t s, std::size_t align, std::size_t zi)
 }
 
 // Growth candidates: the least pinning among the top, the holes, and (with aliases) pieces elsewhere.
-arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi, bool generous) const {
+arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi, bool generous,
+                               const piece_index* pieces) const {
+  const piece_index& px = pieces != nullptr ? *pieces : pieces_;
   const zone& z = zones_[zi];
   const std::size_t g = granularity_;
   const device_ptr zb = zone_base(zi), ze = zone_end(zi);
@@ -241,7 +243,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
         offer(q);
       }
       // ... with its last bytes in a prefix elsewhere.
-      for (const piece& t : candidates(pieces_.prefix_by_len, std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
+      for (const piece& t : candidates(px.prefix_by_len, std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
         if (rem > gap || overlaps(t.at, t.len, fl, a + gap + 1)) continue;
         const auto e = congruent_below(std::min(t.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + t.handle_bytes > gap) continue;
@@ -266,7 +268,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
       p.in_hole = true;
       offer(p);
       // ... with its first bytes in a suffix elsewhere.
-      for (const piece& h : candidates(pieces_.suffix_by_len, std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
+      for (const piece& h : candidates(px.suffix_by_len, std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
         if (overlaps(h.at, h.len, u0 - 1, gap + b + 1)) continue;
         const auto e = congruent_below(std::min(h.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + h.handle_bytes > gap) continue;
@@ -305,25 +307,25 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   if (!best.valid) fresh(nullptr, 0, nullptr, 0);
   const std::size_t r = s % g;
   // One piece: the block's last bytes (the rest whole granules), or its first bytes (the rest new granules).
-  for (const piece& t : candidates(pieces_.prefix_by_len, std::max<std::size_t>(r, 1), false, fits_considered))
+  for (const piece& t : candidates(px.prefix_by_len, std::max<std::size_t>(r, 1), false, fits_considered))
     if (const auto e = congruent_below(std::min(t.len, s), s, g); e && *e > 0) fresh(nullptr, 0, &t, *e);
-  for (const piece& h : candidates(pieces_.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
+  for (const piece& h : candidates(px.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + k granules (k fewer to map), as far
   // as the largest pieces reach (pieces of handles larger than a granule may hold more than one).
-  if (options_.aliasing && tight_ && !pieces_.suffix_by_len.empty() && !pieces_.prefix_by_len.empty()) {
-    const std::size_t most_prefix = pieces_.prefix_by_len.rbegin()->first;
-    const std::size_t reach = std::min(s, pieces_.suffix_by_len.rbegin()->first + most_prefix);
+  if (options_.aliasing && tight_ && !px.suffix_by_len.empty() && !px.prefix_by_len.empty()) {
+    const std::size_t most_prefix = px.prefix_by_len.rbegin()->first;
+    const std::size_t reach = std::min(s, px.suffix_by_len.rbegin()->first + most_prefix);
     for (std::size_t v = r; v <= reach; v += g) {
       if (v == 0) continue;
       std::size_t tried = 0;
       constexpr std::size_t pairs_considered = 16;
-      for (auto it = pieces_.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
-           it != pieces_.suffix_by_len.end() && tried < pairs_considered; ++it, ++tried) {
+      for (auto it = px.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
+           it != px.suffix_by_len.end() && tried < pairs_considered; ++it, ++tried) {
         const piece h = suffix_piece(*it);
         if (h.len >= v) break;  // the head alone holds it: the single-piece plans cover that
-        for (auto jt = pieces_.prefix_by_len.lower_bound({v - h.len, 0}); jt != pieces_.prefix_by_len.end(); ++jt) {
+        for (auto jt = px.prefix_by_len.lower_bound({v - h.len, 0}); jt != px.prefix_by_len.end(); ++jt) {
           const piece t = prefix_piece(*jt);
           if (t.handle == h.handle) continue;
           fresh(&h, h.len, &t, v - h.len);
@@ -333,6 +335,28 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
     }
   }
   return best;
+}
+
+// Every handle's free ends, as pieces: the free bytes at the end and at the start of each view.
+arena::piece_index arena::every_piece() const {
+  piece_index x;
+  for (const auto& h : handles_) {
+    for (const std::uint32_t v : h.views) {
+      const device_ptr va = views_[v].va, end = va + h.bytes;
+      const zone& z = zones_[zone_index(va)];
+      if (const auto f = z.free.containing(end - 1)) {
+        const std::size_t len = end - std::max(f->first, va);
+        x.suffix_at.emplace(end, len);
+        x.suffix_by_len.insert({len, end});
+      }
+      if (const auto f = z.free.containing(va)) {
+        const std::size_t len = std::min(f->first + f->second, end) - va;
+        x.prefix_at.emplace(va, len);
+        x.prefix_by_len.insert({len, va});
+      }
+    }
+  }
+  return x;
 }
 
 device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size_t zi) {
@@ -390,9 +414,22 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
       ++counters_.out_of_memory_recoveries;
       drop_stale_cold();
       while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
-      const plan again = best_growth(size, align, zi, true);
+      plan again = best_growth(size, align, zi, true);
       refused = false;
       if (again.valid) block = carry_out(again, size, zi, true, true, refused);
+      if (block == 0 && options_.aliasing && tight_) {
+        // The last try before failing: the free ends of every handle, not only those beside gaps, as aliases.
+        const piece_index every = every_piece();
+        const plan last = best_growth(size, align, zi, true, &every);
+        if (last.valid) {
+          refused = false;
+          block = carry_out(last, size, zi, true, true, refused);
+          if (block != 0) {
+            again = last;
+            ++counters_.last_resort_growths;
+          }
+        }
+      }
       if (block != 0) note_growth(again, block, size);
       else if (!refused) ++counters_.address_space_exhausted;
       // The device is full: handles this growth did not use go back to it.
