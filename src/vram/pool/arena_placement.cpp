@@ -337,7 +337,8 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   return best;
 }
 
-// Every handle's free ends, as pieces: the free bytes at the end and at the start of each view.
+// Every handle's free ends, as pieces: the free bytes at the end and at the start of each view (by length
+// only, which is all best_growth reads).
 arena::piece_index arena::every_piece() const {
   piece_index x;
   for (const auto& h : handles_) {
@@ -346,12 +347,10 @@ arena::piece_index arena::every_piece() const {
       const zone& z = zones_[zone_index(va)];
       if (const auto f = z.free.containing(end - 1)) {
         const std::size_t len = end - std::max(f->first, va);
-        x.suffix_at.emplace(end, len);
         x.suffix_by_len.insert({len, end});
       }
       if (const auto f = z.free.containing(va)) {
         const std::size_t len = std::min(f->first + f->second, end) - va;
-        x.prefix_at.emplace(va, len);
         x.prefix_by_len.insert({len, va});
       }
     }
