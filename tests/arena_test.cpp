@@ -33,6 +33,12 @@ arena_options one_zone(std::size_t limit = 0, bool aliasing = true) {
 
 std::uint64_t calls(const sim_device& d, device_call c) { return d.calls().calls(c); }
 
+// How many handles are mapped at exactly these addresses, in this order.
+std::ptrdiff_t handles_mapped_at(const arena& ar, const std::vector<device_ptr>& views) {
+  const auto handles = ar.handles();
+  return std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) { return h.views == views; });
+}
+
 // a = [0, 1.5) in handle H0 = [0, 2); x = [1.5, 5.5) over H0's end, H1 = [2, 4) and H2 = [4, 6); c = [5.5, 6).
 // Freeing x leaves H1 cold and free memory [1.5, 5.5) MiB. Offsets are from the zone's base.
 struct three_blocks {
@@ -77,11 +83,7 @@ TEST(Arena, OnATightDeviceABlockUsesTheFreeEndOfAHandleMappedElsewhere) {
   EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2, MiB / 2));
   EXPECT_EQ(ranges[1], std::make_pair(t.base + 5 * MiB, MiB / 2));
   // H2 is mapped twice: at 4 MiB and at 10 MiB.
-  const auto handles = t.ar.handles();
-  const auto two = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
-    return h.views == std::vector<device_ptr>{t.base + 4 * MiB, t.base + 10 * MiB};
-  });
-  EXPECT_EQ(two, 1);
+  EXPECT_EQ(handles_mapped_at(t.ar, {t.base + 4 * MiB, t.base + 10 * MiB}), 1);
   // Freeing the block gives its alias bytes back at the new view; once c goes too, H2 is cold and trim()
   // unmaps both of its views.
   t.ar.deallocate(z, 5 * MiB);
@@ -118,11 +120,7 @@ TEST(Arena, AnAliasViewLeftWithNoLiveBlockGivesItsBytesBackBeforeTheNextGrowth) 
   EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2 + 512, MiB / 2 - 512));
   EXPECT_EQ(ranges[1], std::make_pair(t.base + 4 * MiB, 3 * MiB / 2));
   EXPECT_EQ(ranges[2], std::make_pair(t.base + 6 * MiB, 4 * MiB));
-  const auto handles = t.ar.handles();
-  const auto h2 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
-    return h.views == std::vector<device_ptr>{t.base + 4 * MiB};
-  });
-  EXPECT_EQ(h2, 1);
+  EXPECT_EQ(handles_mapped_at(t.ar, {t.base + 4 * MiB}), 1);
   EXPECT_EQ(t.ar.reserved(), 8 * MiB);
 }
 
@@ -154,11 +152,7 @@ TEST(Arena, AViewOfAColdHandleGivesItsBytesBackOnceAnotherViewHoldsABlockAgain) 
   EXPECT_EQ(ranges[0], std::make_pair(t.base + 3 * MiB / 2 + 512, MiB / 2 - 512));
   EXPECT_EQ(ranges[1], std::make_pair(t.base + 4 * MiB, MiB));
   EXPECT_EQ(ranges[2], std::make_pair(t.base + 6 * MiB, 4 * MiB));
-  const auto handles = t.ar.handles();
-  const auto h2 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
-    return h.views == std::vector<device_ptr>{t.base + 4 * MiB};
-  });
-  EXPECT_EQ(h2, 1);
+  EXPECT_EQ(handles_mapped_at(t.ar, {t.base + 4 * MiB}), 1);
   EXPECT_EQ(t.ar.reserved(), 8 * MiB);
 }
 
@@ -203,11 +197,7 @@ TEST(Arena, AColdHandleAliasedElsewhereGivesBackWhatItsFirstViewStillOwns) {
   ranges = ar.free_ranges();
   ASSERT_EQ(ranges.size(), 1u);
   EXPECT_EQ(ranges[0], std::make_pair(base + 6 * MiB, 2 * MiB));
-  const auto handles = ar.handles();
-  const auto h2 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
-    return h.views == std::vector<device_ptr>{base + 14 * MiB};
-  });
-  EXPECT_EQ(h2, 1);
+  EXPECT_EQ(handles_mapped_at(ar, {base + 14 * MiB}), 1);
   EXPECT_EQ(ar.reserved(), 10 * MiB);
 }
 
@@ -235,11 +225,7 @@ TEST(Arena, BeforeFailingAGrowthUsesTheFreeEndOfAHandleWithNoGapBesideIt) {
   EXPECT_EQ(ar.reserved(), 6 * MiB);
   EXPECT_EQ(ar.free_memory().total, 0u);
   EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
-  const auto handles = ar.handles();
-  const auto h0 = std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) {
-    return h.views == std::vector<device_ptr>{base, base + 4 * MiB};
-  });
-  EXPECT_EQ(h0, 1);
+  EXPECT_EQ(handles_mapped_at(ar, {base, base + 4 * MiB}), 1);
   // Freed, it leaves 2.5 MiB free and nothing more to reserve: 3 MiB fail, the last try too. Before trying,
   // the alias gave its 0.5 MiB back to H0's first view; on the failure the new handle, cold, went back to the
   // device.
@@ -312,10 +298,7 @@ TEST(Arena, ABlockInOneZoneUsesTheFreeEndOfAHandleInAnother) {
   EXPECT_EQ(ar.counters().out_of_memory_recoveries, 0u);
   EXPECT_EQ(calls(dev, device_call::mem_create), 3u);  // H0 and the two granules
   EXPECT_EQ(calls(dev, device_call::mem_map), 4u);     // H0 twice, the two granules
-  const auto handles = ar.handles();
-  EXPECT_EQ(std::count_if(handles.begin(), handles.end(),
-                          [&](const arena::handle_view& h) { return h.views == std::vector<device_ptr>{z0, z1}; }),
-            1);
+  EXPECT_EQ(handles_mapped_at(ar, {z0, z1}), 1);
   // Both blocks freed, every handle is cold and trim() gives all 6 MiB back, unmapping H0's two views.
   ar.deallocate(x, 9 * MiB / 2);
   ar.validate();
@@ -367,12 +350,8 @@ TEST(Arena, TwoPiecesOfLargeHandlesCanHoldMoreThanAGranuleOfABlock) {
   EXPECT_EQ(ar.counters().aliases_mapped, 2u);
   EXPECT_EQ(ar.counters().aliased_growths, 1u);
   EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
-  const auto handles = ar.handles();
-  auto with_views = [&](std::vector<device_ptr> v) {
-    return std::count_if(handles.begin(), handles.end(), [&](const arena::handle_view& h) { return h.views == v; });
-  };
-  EXPECT_EQ(with_views({base + 6 * MiB, base + 14 * MiB}), 1);
-  EXPECT_EQ(with_views({base + 2 * MiB, base + 18 * MiB}), 1);
+  EXPECT_EQ(handles_mapped_at(ar, {base + 6 * MiB, base + 14 * MiB}), 1);
+  EXPECT_EQ(handles_mapped_at(ar, {base + 2 * MiB, base + 18 * MiB}), 1);
   ar.deallocate(z, 6 * MiB);
   ar.validate();
   EXPECT_EQ(ar.free_memory().total, 6 * MiB);
@@ -552,10 +531,7 @@ TEST(Arena, RecyclingForATightGrowthKeepsTheHandleItRecycledAndReleasesAnother) 
   EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
   EXPECT_EQ(calls(dev, device_call::mem_release), 1u);
   EXPECT_EQ(ar.counters().handles_released, 1u);
-  const auto handles = ar.handles();
-  EXPECT_EQ(std::count_if(handles.begin(), handles.end(),
-                          [&](const arena::handle_view& h) { return h.views == std::vector<device_ptr>{base + 12 * MiB}; }),
-            1);
+  EXPECT_EQ(handles_mapped_at(ar, {base + 12 * MiB}), 1);
 }
 
 }  // namespace
