@@ -79,7 +79,7 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
       if (large_[i].size == size && large_[i].stream == stream) {
         const device_ptr p = large_[i].ptr;
         slot = large_[i].slot;
-        large_[i] = large_[--large_count_];
+        if (i != --large_count_) large_[i] = large_[large_count_];
         take(size);
         return p;
       }
