@@ -295,7 +295,9 @@ class arena {
   std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window
   std::size_t recent_bytes_ = 0;  // their sum
   bool bursting_ = false;         // the growth being planned is part of a burst: large handles
-  std::vector<std::uint32_t> idle_views_;  // views that held no live block when last looked at, and cold handles'
+  // Views that may hold no live block: listed when their last block goes or their handle is aliased, and kept
+  // while the handle is cold; dissolve_idle_views() gives them back before a tight growth.
+  std::vector<std::uint32_t> idle_views_;
 };
 
 }  // namespace vram::detail
