@@ -218,6 +218,10 @@ class arena {
   void refresh_point(std::size_t zi, device_ptr x);
   std::size_t suffix_len(std::size_t zi, device_ptr x) const;
   std::size_t prefix_len(std::size_t zi, device_ptr x) const;
+  /// The free bytes that end at x within the view ending there (pre: x - 1 mapped), and those that start at x
+  /// within the view starting there (pre: x mapped): a piece where a gap lies beside, or not.
+  std::size_t free_ending_at(std::size_t zi, device_ptr x) const;
+  std::size_t free_starting_at(std::size_t zi, device_ptr x) const;
   void validate_pieces() const;
   // Only a tight arena maps aliases, so the indexes are kept only from its first tight request until 1024
   // requests in a row found it roomy; then they are dropped, and built again from the gaps when next wanted.

@@ -49,18 +49,24 @@ void arena::free_erase(device_ptr p, std::size_t n) {
 std::size_t arena::suffix_len(std::size_t zi, device_ptr x) const {
   if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
   if (granules_[granule_of(x)].view != none || granules_[granule_of(x - 1)].view == none) return 0;
-  const auto f = zones_[zi].free.containing(x - 1);
-  if (!f) return 0;
-  return x - std::max(f->first, view_at(x - 1).va);
+  return free_ending_at(zi, x);
 }
 
 // The free bytes that start at x, where a gap ends, within the view that starts there.
 std::size_t arena::prefix_len(std::size_t zi, device_ptr x) const {
   if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
   if (granules_[granule_of(x)].view == none || granules_[granule_of(x - 1)].view != none) return 0;
+  return free_starting_at(zi, x);
+}
+
+std::size_t arena::free_ending_at(std::size_t zi, device_ptr x) const {
+  const auto f = zones_[zi].free.containing(x - 1);
+  return f ? x - std::max(f->first, view_at(x - 1).va) : 0;
+}
+
+std::size_t arena::free_starting_at(std::size_t zi, device_ptr x) const {
   const auto f = zones_[zi].free.containing(x);
-  if (!f) return 0;
-  return std::min(f->first + f->second, x + handle_bytes_at(x)) - x;
+  return f ? std::min(f->first + f->second, x + handle_bytes_at(x)) - x : 0;
 }
 
 void arena::refresh_point(std::size_t zi, device_ptr x) {

@@ -344,15 +344,9 @@ arena::piece_index arena::every_piece() const {
   for (const auto& h : handles_) {
     for (const std::uint32_t v : h.views) {
       const device_ptr va = views_[v].va, end = va + h.bytes;
-      const zone& z = zones_[zone_index(va)];
-      if (const auto f = z.free.containing(end - 1)) {
-        const std::size_t len = end - std::max(f->first, va);
-        x.suffix_by_len.insert({len, end});
-      }
-      if (const auto f = z.free.containing(va)) {
-        const std::size_t len = std::min(f->first + f->second, end) - va;
-        x.prefix_by_len.insert({len, va});
-      }
+      const std::size_t zi = zone_index(va);
+      if (const std::size_t n = free_ending_at(zi, end)) x.suffix_by_len.insert({n, end});
+      if (const std::size_t n = free_starting_at(zi, va)) x.prefix_by_len.insert({n, va});
     }
   }
   return x;
