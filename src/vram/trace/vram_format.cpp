@@ -33,18 +33,7 @@ constexpr std::uint8_t known_flags = action_mask | flag_same_addr | flag_same_si
 constexpr std::uint8_t max_action = static_cast<std::uint8_t>(trace_action::snapshot);
 constexpr std::size_t min_record_size = 2;  // tag + time delta
 
-std::uint32_t crc32_of(std::string_view bytes) noexcept {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const auto n = static_cast<uInt>(left < (1u << 30) ? left : (1u << 30));
-    crc = crc32(crc, p, n);
-    p += n;
-    left -= n;
-  }
-  return static_cast<std::uint32_t>(crc);
-}
+std::uint32_t crc32_of(std::string_view bytes) noexcept { return crc32_extend(0, bytes); }
 
 void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
@@ -162,31 +151,51 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
   return events;
 }
 
-std::string format_vram(const trace& t) {
-  std::string payload;
-  payload.reserve(t.events.size() * 8);
-  trace_event prev;
-  for (const trace_event& e : t.events) {
-    std::uint8_t tag = static_cast<std::uint8_t>(e.action);
-    if (e.addr == prev.addr) tag |= flag_same_addr;
-    if (e.size == prev.size) tag |= flag_same_size;
-    if (e.stream != prev.stream) tag |= flag_stream;
-    payload += static_cast<char>(tag);
-    put_varint(payload, static_cast<std::uint64_t>(e.time_us - prev.time_us));
-    if ((tag & flag_same_addr) == 0) put_varint(payload, zigzag(e.addr - prev.addr));
-    if ((tag & flag_same_size) == 0) put_varint(payload, e.size);
-    if ((tag & flag_stream) != 0) put_varint(payload, e.stream);
-    prev = e;
+std::uint32_t crc32_extend(std::uint32_t crc, std::string_view bytes) noexcept {
+  uLong c = crc;
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const auto n = static_cast<uInt>(left < (1u << 30) ? left : (1u << 30));
+    c = crc32(c, p, n);
+    p += n;
+    left -= n;
   }
+  return static_cast<std::uint32_t>(c);
+}
+
+void vram_encoder::append(const trace_event& e, std::string& out) {
+  std::uint8_t tag = static_cast<std::uint8_t>(e.action);
+  if (e.addr == prev_.addr) tag |= flag_same_addr;
+  if (e.size == prev_.size) tag |= flag_same_size;
+  if (e.stream != prev_.stream) tag |= flag_stream;
+  out += static_cast<char>(tag);
+  put_varint(out, static_cast<std::uint64_t>(e.time_us - prev_.time_us));
+  if ((tag & flag_same_addr) == 0) put_varint(out, zigzag(e.addr - prev_.addr));
+  if ((tag & flag_same_size) == 0) put_varint(out, e.size);
+  if ((tag & flag_stream) != 0) put_varint(out, e.stream);
+  prev_ = e;
+}
+
+std::string vram_header(std::uint64_t count, std::uint64_t payload_size, std::uint32_t payload_crc) {
   std::string out;
-  out.reserve(vram_header_size + payload.size());
+  out.reserve(vram_header_size);
   out.append(vram_magic);
   put_u32(out, vram_format_version);
   put_u32(out, 0);
-  put_u64(out, t.events.size());
-  put_u64(out, payload.size());
-  put_u32(out, crc32_of(payload));
+  put_u64(out, count);
+  put_u64(out, payload_size);
+  put_u32(out, payload_crc);
   put_u32(out, crc32_of(out));
+  return out;
+}
+
+std::string format_vram(const trace& t) {
+  std::string payload;
+  payload.reserve(t.events.size() * 8);
+  vram_encoder encoder;
+  for (const trace_event& e : t.events) encoder.append(e, payload);
+  std::string out = vram_header(t.events.size(), payload.size(), crc32_of(payload));
   out += payload;
   return out;
 }

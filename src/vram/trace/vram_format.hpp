@@ -26,4 +26,22 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
 /// @brief Encodes @p t. pre: times are non-negative and non-decreasing (write_trace checks).
 std::string format_vram(const trace& t);
 
+/// @brief Encodes events one at a time, each relative to the one before, as format_vram does: a writer
+/// that appends to a file as events come (trace_recorder) and format_vram share it.
+class vram_encoder {
+ public:
+  /// @brief Appends @p e's record to @p out. pre: e.time_us >= the previous event's.
+  void append(const trace_event& e, std::string& out);
+
+ private:
+  trace_event prev_;
+};
+
+/// @brief The 40-byte header of a file of @p count events whose payload is @p payload_size bytes with
+/// CRC-32 @p payload_crc.
+std::string vram_header(std::uint64_t count, std::uint64_t payload_size, std::uint32_t payload_crc);
+
+/// @brief zlib's CRC-32 of @p bytes continued from @p crc (0 to start).
+std::uint32_t crc32_extend(std::uint32_t crc, std::string_view bytes) noexcept;
+
 }  // namespace vram::detail

@@ -1,0 +1,76 @@
+// trace_recorder: a vram-format trace appended as events come, valid after every flush.
+#include "vram/trace/trace_recorder.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "vram/core/error.hpp"
+
+namespace vram {
+
+namespace {
+
+/// Writes all of @p bytes at @p offset (or at the file's end when @p offset is negative).
+void write_all(int fd, std::string_view bytes, off_t offset, const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = offset < 0 ? ::write(fd, bytes.data() + done, bytes.size() - done)
+                                 : ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                                            offset + static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+trace_recorder::trace_recorder(std::string path, std::size_t buffer_bytes)
+    : path_(std::move(path)), buffer_bytes_(std::max<std::size_t>(buffer_bytes, 64)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
+  buffer_.reserve(buffer_bytes_ + 64);
+  try {
+    write_all(fd_, detail::vram_header(0, 0, 0), 0, path_);
+    if (::lseek(fd_, static_cast<off_t>(detail::vram_header_size), SEEK_SET) < 0)
+      throw error(fmt::format("{}: cannot seek: {}", path_, std::strerror(errno)));
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+trace_recorder::~trace_recorder() {
+  try {
+    flush();
+  } catch (...) {  // nothing to tell from a destructor; flush() first to see the failure
+  }
+  ::close(fd_);
+}
+
+void trace_recorder::record(trace_event e) {
+  e.time_us = std::max(e.time_us, last_time_us_);
+  last_time_us_ = e.time_us;
+  encoder_.append(e, buffer_);
+  ++count_;
+  if (buffer_.size() >= buffer_bytes_) flush();
+}
+
+void trace_recorder::flush() {
+  if (written_count_ == count_) return;
+  write_all(fd_, buffer_, -1, path_);
+  payload_size_ += buffer_.size();
+  payload_crc_ = detail::crc32_extend(payload_crc_, buffer_);
+  written_count_ = count_;
+  buffer_.clear();
+  write_all(fd_, detail::vram_header(written_count_, payload_size_, payload_crc_), 0, path_);
+}
+
+}  // namespace vram

@@ -1,0 +1,56 @@
+#pragma once
+// Writes a trace in vram's format (docs/trace-format.md) to a file as events come, for a program that records
+// its own allocations (VRAM_RECORD, vram_record_start). The file is a valid trace after every flush: the
+// payload is appended, then the 40-byte header is written again with the new event count, payload size and
+// CRC-32, so a program that dies between flushes leaves a trace of everything up to the last flush.
+//
+// Policy decisions:
+//  - Events are encoded into a buffer at once (a few bytes each) and written when the buffer reaches its
+//    size, at flush() and at destruction; one write() for the payload and one pwrite() for the header.
+//  - Not thread-safe: its owner serializes calls (the C API's recording holds a mutex).
+//  - Times must not go backwards (the format stores deltas): a time before the previous event's is taken as
+//    the previous event's.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "vram/trace/trace.hpp"
+#include "vram/trace/vram_format.hpp"
+
+namespace vram {
+
+/// @brief Appends events to a vram-format trace file, keeping the file valid after each flush.
+class trace_recorder {
+ public:
+  /// @brief Creates (or truncates) @p path and writes the header of an empty trace.
+  /// @throws error "PATH: cannot write: reason" when the file cannot be made.
+  explicit trace_recorder(std::string path, std::size_t buffer_bytes = std::size_t{1} << 20);
+  /// @brief Flushes; a failure here is lost (call flush() first to see it).
+  ~trace_recorder();
+  trace_recorder(const trace_recorder&) = delete;
+  trace_recorder& operator=(const trace_recorder&) = delete;
+
+  /// @brief Adds @p e; writes the buffer out when it is full. @throws error when writing fails.
+  void record(trace_event e);
+  /// @brief Writes the buffered events and the updated header. @throws error when writing fails.
+  void flush();
+
+  const std::string& path() const noexcept { return path_; }
+  /// @brief Events recorded so far (flushed or not).
+  std::uint64_t events() const noexcept { return count_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::size_t buffer_bytes_;
+  std::string buffer_;
+  detail::vram_encoder encoder_;
+  std::int64_t last_time_us_ = 0;
+  std::uint64_t count_ = 0;          // events recorded
+  std::uint64_t written_count_ = 0;  // of them, in the file
+  std::uint64_t payload_size_ = 0;   // payload bytes in the file
+  std::uint32_t payload_crc_ = 0;
+};
+
+}  // namespace vram
