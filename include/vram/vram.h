@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /** @brief Version of this API; grows when functions or fields are added. */
-#define VRAM_C_API_VERSION 1
+#define VRAM_C_API_VERSION 2
 
 /** @brief Status codes returned by the functions and by vram_last_error_code(). */
 enum vram_status {
@@ -62,6 +62,12 @@ typedef struct vram_stats {
   uint64_t allocations;        /**< successful allocations */
   uint64_t frees;              /**< successful frees */
   uint64_t failed_allocations; /**< allocations refused for lack of memory */
+  /* Since version 2: the pool's calls to the device. */
+  uint64_t alloc_retries;  /**< allocations that found the device full and recycled or released memory to go on */
+  uint64_t handles_created;  /**< physical memory handles made (cuMemCreate) */
+  uint64_t handles_released; /**< handles given back (cuMemRelease) */
+  uint64_t maps;             /**< views of handles mapped into the pool's address range (cuMemMap) */
+  uint64_t unmaps;           /**< views unmapped (cuMemUnmap) */
 } vram_stats;
 
 /**
@@ -122,6 +128,29 @@ VRAM_API int vram_get_limit(int device, size_t* bytes);
  * @return VRAM_SUCCESS, or VRAM_ERROR_INVALID_ARGUMENT for a bad device or a NULL @p out.
  */
 VRAM_API int vram_get_stats(int device, vram_stats* out);
+
+/**
+ * @brief Sets the device pool's peaks (peak_allocated_bytes, peak_reserved_bytes) to the current figures.
+ * @return VRAM_SUCCESS, or VRAM_ERROR_INVALID_ARGUMENT for a bad device.
+ */
+VRAM_API int vram_reset_peak_stats(int device);
+
+/**
+ * @brief Starts writing every vram_malloc and vram_free that succeeds, on every device, to a trace in
+ * vram's format (docs/trace-format.md): device 0's to @p path, device N's to @p path with ".devN" before
+ * its extension ("run.vram" -> "run.dev1.vram"). Times are microseconds since the recording started.
+ * The files are valid after every flush: when the buffer fills, at vram_record_stop() and at exit.
+ * Setting VRAM_RECORD=path in the environment starts the same recording at the library's first call.
+ * @return VRAM_SUCCESS; VRAM_ERROR_INVALID_ARGUMENT when a recording is already under way or @p path is
+ *         NULL or empty; VRAM_ERROR_DEVICE when the file cannot be written (the message names it).
+ */
+VRAM_API int vram_record_start(const char* path);
+
+/**
+ * @brief Flushes and closes the recording; does nothing when none is under way.
+ * @return VRAM_SUCCESS, or VRAM_ERROR_DEVICE when writing failed (the message names the file).
+ */
+VRAM_API int vram_record_stop(void);
 
 /**
  * @brief The device pool's snapshot as a JSON text: its address range, handles, free ranges and live

@@ -4,18 +4,23 @@
 // Policy decisions:
 //  - Nothing crosses the C boundary: every function body runs inside guarded(), which catches all.
 //  - The status of the latest call is one thread-local int (0 after a success, so a success costs one store);
-//    the message of the latest failure stays in a fixed thread-local buffer until the next failure. The
-//    buffer needs no destructor at thread exit and no allocation to clear.
+//    the message of the latest failure stays in a thread's buffer of 2 KiB, made at its first failure, until
+//    the next failure.
 //  - A message reads "<the call with its arguments>: <what went wrong>", e.g.
 //    "vram_malloc(size=134217728, device=0, stream=0x0): vram: out of memory allocating 128.00 MiB ...".
 //  - Exceptions map to codes by kind: out_of_memory -> OUT_OF_MEMORY; usage_error and input_error ->
 //    INVALID_ARGUMENT; device_error -> DEVICE; anything else (invariant_error, std::bad_alloc of host
 //    memory, ...) -> INTERNAL.
-//  - The hot path (vram_malloc / vram_free) is a range check, an atomic load of the pool, and the pool's call.
+//  - The hot path (vram_malloc / vram_free) is a range check, an atomic load of the pool, an atomic load of
+//    the recording (null unless one is under way: recording.hpp), and the pool's call.
+//  - The library keeps no thread-local state that forces static TLS: it is loaded with dlopen (PyTorch,
+//    ctypes), where glibc has only a small surplus for such a block (docs/c-api.md, "Loading").
 #include "vram/vram.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -23,18 +28,21 @@
 #include <fmt/format.h>
 
 #include "vram/capi/pool_table.hpp"
+#include "vram/capi/recording.hpp"
 #include "vram/core/error.hpp"
 
 namespace vram::capi {
 
 namespace detail {
 
-/// This thread's status: the latest call's code and the latest failure's message.
-struct thread_status {
-  int code = 0;
-  char message[2048] = {};
-};
-thread_local thread_status current;
+/// Room for a failure's message, the terminating NUL included.
+constexpr std::size_t message_capacity = 2048;
+
+/// This thread's status: the latest call's code (written by every call, so a plain int), and the latest
+/// failure's message, on the heap from the thread's first failure. The thread-local block stays a few
+/// dozen bytes, which glibc can place in its static surplus even when the library comes by dlopen.
+constinit thread_local int current_code = 0;
+thread_local std::unique_ptr<char[]> current_message;
 
 /// Writes what fmt formats into [out, out + cap), clipped; returns the characters written.
 template <class... Args>
@@ -46,18 +54,22 @@ std::size_t put(char* out, std::size_t cap, fmt::format_string<Args...> format, 
 /// Records a failure: @p describe writes the call into the buffer, then ": " and @p what follow.
 template <class Describe>
 int fail(status code, const Describe& describe, std::string_view what) noexcept {
-  thread_status& s = current;
-  s.code = static_cast<int>(code);
-  constexpr std::size_t cap = sizeof s.message - 1;
+  current_code = static_cast<int>(code);
+  if (!current_message) {
+    current_message.reset(new (std::nothrow) char[message_capacity]);
+    if (!current_message) return current_code;  // no host memory for the message: the code still tells
+  }
+  char* message = current_message.get();
+  constexpr std::size_t cap = message_capacity - 1;
   std::size_t n = 0;
   try {
-    n = describe(s.message, cap);
-    n += put(s.message + n, cap - n, ": {}", what);
+    n = describe(message, cap);
+    n += put(message + n, cap - n, ": {}", what);
   } catch (...) {
-    n = put(s.message, cap, "{}", what);  // cannot throw for a string_view; kept for safety
+    n = put(message, cap, "{}", what);  // cannot throw for a string_view; kept for safety
   }
-  s.message[n] = '\0';
-  return s.code;
+  message[n] = '\0';
+  return current_code;
 }
 
 /// Runs @p body; returns 0, or the code of the exception it threw (recorded with @p describe).
@@ -65,7 +77,7 @@ template <class Describe, class Body>
 int guarded(const Describe& describe, Body&& body) noexcept {
   try {
     body();
-    current.code = static_cast<int>(status::success);
+    current_code = static_cast<int>(status::success);
     return 0;
   } catch (const out_of_memory& e) {
     return fail(status::out_of_memory, describe, e.what());
@@ -123,7 +135,10 @@ void* vram_malloc(ssize_t size, int device, void* stream) {
           table.check_index(device);  // as cudaMalloc(0): NULL, and no error
           return;
         }
-        const vram::device_ptr p = table.pool(device).allocate(static_cast<std::size_t>(size), to_stream(stream));
+        const auto bytes = static_cast<std::size_t>(size);
+        vram::capi::recording* r = vram::capi::active_recording.load(std::memory_order_acquire);
+        const vram::device_ptr p = r == nullptr ? table.pool(device).allocate(bytes, to_stream(stream))
+                                                : r->allocate(table, device, bytes, to_stream(stream));
         result = reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
       });
   return result;
@@ -137,8 +152,11 @@ void vram_free(void* ptr, ssize_t size, int device, void* stream) {
       [&] {
         if (ptr == nullptr) return;
         check_size(size);
-        pool_table::global().pool(device).deallocate(to_device_ptr(ptr), static_cast<std::size_t>(size),
-                                                     to_stream(stream));
+        pool_table& table = pool_table::global();
+        if (vram::capi::recording* r = vram::capi::active_recording.load(std::memory_order_acquire)) [[unlikely]]
+          r->deallocate(table, device, to_device_ptr(ptr), static_cast<std::size_t>(size), to_stream(stream));
+        else
+          table.pool(device).deallocate(to_device_ptr(ptr), static_cast<std::size_t>(size), to_stream(stream));
       });
 }
 
@@ -190,8 +208,28 @@ int vram_get_stats(int device, vram_stats* out) {
     c.allocations = s.allocations;
     c.frees = s.frees;
     c.failed_allocations = s.failed_allocations;
+    c.alloc_retries = s.arena.out_of_memory_recoveries;
+    c.handles_created = s.arena.handles_created;
+    c.handles_released = s.arena.handles_released;
+    c.maps = s.arena.handles_mapped;
+    c.unmaps = s.arena.handles_unmapped;
     *out = c;
   });
+}
+
+int vram_reset_peak_stats(int device) {
+  return guarded(call_on("vram_reset_peak_stats", device), [&] { pool_table::global().pool(device).reset_peak_stats(); });
+}
+
+int vram_record_start(const char* path) {
+  return guarded(
+      [&](char* out, std::size_t cap) { return put(out, cap, "vram_record_start(path={})", path ? path : "NULL"); },
+      [&] { vram::capi::start_recording(path); });
+}
+
+int vram_record_stop(void) {
+  return guarded([](char* out, std::size_t cap) { return put(out, cap, "vram_record_stop()"); },
+                 [] { vram::capi::stop_recording(); });
 }
 
 char* vram_snapshot_json(int device) {
@@ -208,7 +246,7 @@ char* vram_snapshot_json(int device) {
 
 void vram_free_string(char* text) {
   std::free(text);
-  current.code = static_cast<int>(vram::capi::status::success);
+  current_code = static_cast<int>(vram::capi::status::success);
 }
 
 int vram_device_count(void) {
@@ -224,8 +262,19 @@ const char* vram_device_name(int device) {
   return name;
 }
 
-int vram_last_error_code(void) { return current.code; }
+int vram_last_error_code(void) { return current_code; }
 
-const char* vram_last_error(void) { return current.message; }
+const char* vram_last_error(void) { return current_message ? current_message.get() : ""; }
 
 }  // extern "C"
+
+namespace {
+// VRAM_RECORD=path starts a recording when the library is loaded; a path that cannot be written is said on
+// stderr (no call has a status to carry it yet) and the program runs unrecorded.
+const bool recording_from_environment = [] {
+  const char* path = std::getenv("VRAM_RECORD");
+  if (path != nullptr && *path != '\0' && vram_record_start(path) != 0)
+    std::fprintf(stderr, "vram: VRAM_RECORD: %s\n", vram_last_error());
+  return true;
+}();
+}  // namespace

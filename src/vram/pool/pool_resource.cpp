@@ -64,12 +64,15 @@ namespace {
 thread_local pool_thread_state thread_state;
 
 // The hot path's view of the thread's last-used cache: trivially destructible, so reading it costs no
-// initialization check; initial-exec, so libvram.so reads it without a call into the dynamic loader.
+// initialization check. It keeps the default TLS model: an initial-exec variable would put the library's
+// whole TLS block in glibc's small static surplus, and libvram.so could then not be loaded with dlopen.
+// The build uses TLS descriptors (-mtls-dialect=gnu2 on x86-64), so reading it from libvram.so costs an
+// indirect call that returns an offset, not a call of __tls_get_addr.
 struct last_cache {
   std::uint64_t pool_id;
   detail::thread_cache* cache;
 };
-constinit thread_local last_cache last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
+constinit thread_local last_cache last = {0, nullptr};
 }  // namespace
 
 pool_resource::pool_resource(device& dev, pool_options options)
@@ -394,6 +397,14 @@ pool_stats pool_resource::stats() const {
   s.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, s.allocated_bytes);  // never below the current
   s.arena = arena_.counters();
   return s;
+}
+
+void pool_resource::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  std::size_t thread_cached = 0;
+  for (const auto& c : caches_) thread_cached += c->cached_bytes();
+  stats_.peak_reserved_bytes = arena_.reserved();
+  stats_.peak_allocated_bytes = arena_.in_use() - pending_bytes_ - thread_cached;
 }
 
 void pool_resource::validate() const {

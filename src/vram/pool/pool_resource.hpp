@@ -81,6 +81,8 @@ class pool_resource final : public memory_resource {
   void set_limit(std::size_t bytes);
   std::size_t limit() const;
   pool_stats stats() const;
+  /// @brief Sets the peaks of stats() (allocated, reserved) to the current figures.
+  void reset_peak_stats();
   /// @brief The pool's address ranges, handles, free ranges and blocks, as JSON (docs/pool.md).
   nlohmann::json snapshot() const;
 

@@ -1,0 +1,109 @@
+// The C API's recording: pool calls and their events under one mutex, one trace file per device.
+#include "vram/capi/recording.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "vram/core/error.hpp"
+
+namespace vram::capi {
+
+std::atomic<recording*> active_recording{nullptr};
+
+namespace {
+
+std::mutex start_mutex;  // serializes start and stop
+
+void stop_at_exit() {
+  try {
+    stop_recording();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vram: the recording could not be written at exit: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
+recording::recording(std::string path) : path_(std::move(path)), start_(std::chrono::steady_clock::now()) {
+  if (path_.empty()) throw usage_error("the recording's path is empty; name the trace file to write");
+  if (path_.size() >= 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0)
+    throw usage_error(fmt::format("{}: a recording is written uncompressed, as it runs; name a .vram file and "
+                                  "compress it afterwards", path_));
+  try {
+    files_[0] = std::make_unique<trace_recorder>(path_);
+  } catch (const error& e) {
+    throw usage_error(e.what());
+  }
+}
+
+std::string recording::device_path(const std::string& path, int device) {
+  if (device == 0) return path;
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t dot = path.find('.', base + 1);  // the first extension, not a leading dot of the name
+  if (dot == std::string::npos) return fmt::format("{}.dev{}", path, device);
+  return fmt::format("{}.dev{}{}", path.substr(0, dot), device, path.substr(dot));
+}
+
+void recording::record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream) {
+  if (!open_) return;
+  auto& file = files_[static_cast<std::size_t>(device)];
+  if (!file) file = std::make_unique<trace_recorder>(device_path(path_, device));
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_);
+  file->record({us.count(), p, size, stream, action});
+}
+
+device_ptr recording::allocate(pool_table& table, int device, std::size_t size, stream_id stream) {
+  std::lock_guard lock(mutex_);
+  pool_resource& pool = table.pool(device);
+  try {
+    const device_ptr p = pool.allocate(size, stream);
+    record(device, trace_action::alloc, p, size, stream);
+    return p;
+  } catch (const out_of_memory&) {
+    record(device, trace_action::oom, 0, size, stream);
+    throw;
+  }
+}
+
+void recording::deallocate(pool_table& table, int device, device_ptr p, std::size_t size, stream_id stream) {
+  std::lock_guard lock(mutex_);
+  table.pool(device).deallocate(p, size, stream);
+  record(device, trace_action::free_requested, p, size, stream);
+}
+
+void recording::stop() {
+  std::lock_guard lock(mutex_);
+  if (!open_) return;
+  open_ = false;
+  std::string failures;
+  for (auto& f : files_) {
+    if (!f) continue;
+    try {
+      f->flush();
+    } catch (const error& e) {
+      failures += failures.empty() ? e.what() : fmt::format("; {}", e.what());
+    }
+    f.reset();
+  }
+  if (!failures.empty()) throw error(failures);
+}
+
+void start_recording(const char* path) {
+  std::lock_guard lock(start_mutex);
+  if (const recording* r = active_recording.load(std::memory_order_acquire))
+    throw usage_error(fmt::format("a recording to {} is under way; stop it first (vram_record_stop)", r->path()));
+  static const bool registered = std::atexit(stop_at_exit) == 0;
+  (void)registered;
+  active_recording.store(new recording(path == nullptr ? std::string() : std::string(path)),
+                         std::memory_order_release);
+}
+
+void stop_recording() {
+  std::lock_guard lock(start_mutex);
+  if (recording* r = active_recording.exchange(nullptr, std::memory_order_acq_rel)) r->stop();
+}
+
+}  // namespace vram::capi
