@@ -276,6 +276,30 @@ TEST_P(conformance, out_of_memory_returns_null_or_throws_naming_the_size) {
   r->validate();
 }
 
+TEST_P(conformance, requests_too_large_to_round_are_refused_and_change_nothing) {
+  // 2^64 - 1 rounded up to 512 (or to any granule) would wrap to 0: the request must be refused before any
+  // rounding, and the next small block must not land on a live one.
+  sim_device dev(device_of(1 * GiB));
+  auto r = make(dev);
+  const device_ptr first = r->allocate(1024);
+  for (const std::size_t bytes : {~std::size_t{0}, ~std::size_t{0} - 511, memory_resource::max_request_bytes + 1}) {
+    EXPECT_EQ(r->try_allocate(bytes), 0u) << bytes;
+    try {
+      r->allocate(bytes);
+      ADD_FAILURE() << "allocate(" << bytes << ") did not throw";
+    } catch (const out_of_memory& ex) {
+      EXPECT_THAT(ex.what(), ::testing::HasSubstr(std::to_string(bytes) + " bytes on stream 0: no device is that large"));
+    }
+    EXPECT_THROW(r->deallocate(first, bytes), usage_error) << bytes;
+  }
+  const device_ptr second = r->allocate(1024);
+  EXPECT_FALSE(overlap(first, 1024, second, 1024));
+  r->validate();
+  r->deallocate(first, 1024);
+  r->deallocate(second, 1024);
+  r->validate();
+}
+
 TEST_P(conformance, bad_frees_throw_usage_error_and_change_nothing) {
   sim_device dev(device_of(1 * GiB));
   auto r = make(dev);

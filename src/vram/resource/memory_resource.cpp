@@ -12,6 +12,17 @@ void memory_resource::throw_out_of_memory(std::size_t bytes, stream_id stream) c
   throw out_of_memory(out_of_memory_message(bytes, stream));
 }
 
+void memory_resource::throw_too_large(std::size_t bytes, stream_id stream) const {
+  throw out_of_memory(fmt::format("{}: out of memory allocating {} bytes on stream {}: no device is that large (a "
+                                  "request may be at most {} bytes); is the size a negative number cast to unsigned?",
+                                  name(), bytes, stream, max_request_bytes));
+}
+
+void memory_resource::throw_bad_free_size(device_ptr p, std::size_t bytes) const {
+  throw usage_error(fmt::format("{}: free of {:#x} with size {}: no block is that large (at most {} bytes); the "
+                                "allocator is unchanged", name(), p, bytes, max_request_bytes));
+}
+
 std::string memory_resource::out_of_memory_message(std::size_t bytes, stream_id stream) const {
   const auto info = device_->mem_info();
   const auto fs = free_memory();

@@ -37,22 +37,30 @@ class memory_resource {
   memory_resource(const memory_resource&) = delete;
   memory_resource& operator=(const memory_resource&) = delete;
 
+  /// @brief The largest request any resource takes (64 PiB): larger ones are refused here, before a policy
+  /// rounds them, since no device is that large and rounding a size near 2^64 up to a granule would wrap
+  /// to a small number. Every policy's do_allocate / do_deallocate may rely on bytes <= this.
+  static constexpr std::size_t max_request_bytes = std::size_t{1} << 56;
+
   /// @brief A block of at least @p bytes usable in stream order on @p stream.
-  /// @throws out_of_memory when the device cannot serve it.
+  /// @throws out_of_memory when the device cannot serve it (always above max_request_bytes).
   device_ptr allocate(std::size_t bytes, stream_id stream = 0) {
     if (bytes == 0) return 0;
+    if (bytes > max_request_bytes) [[unlikely]] throw_too_large(bytes, stream);
     const device_ptr p = do_allocate(bytes, stream);
     if (p == 0) [[unlikely]] throw_out_of_memory(bytes, stream);
     return p;
   }
   /// @brief As allocate, but returns 0 instead of throwing when memory runs out.
   device_ptr try_allocate(std::size_t bytes, stream_id stream = 0) {
-    return bytes == 0 ? 0 : do_allocate(bytes, stream);
+    return bytes == 0 || bytes > max_request_bytes ? 0 : do_allocate(bytes, stream);
   }
   /// @brief Frees a block; @p bytes and @p stream as given to allocate.
   /// @throws usage_error for a pointer not handed out, a double free or a wrong size.
   void deallocate(device_ptr p, std::size_t bytes, stream_id stream = 0) {
-    if (p != 0) do_deallocate(p, bytes, stream);
+    if (p == 0) return;
+    if (bytes > max_request_bytes) [[unlikely]] throw_bad_free_size(p, bytes);
+    do_deallocate(p, bytes, stream);
   }
   /// @brief Marks @p p as used on @p stream too: its memory is reused only after that stream's work
   /// queued at the free completes (PyTorch's record_stream). Resources without stream tracking ignore it.
@@ -79,6 +87,8 @@ class memory_resource {
   /// @brief The message of out_of_memory: what was asked, what is held and free, and what to try.
   virtual std::string out_of_memory_message(std::size_t bytes, stream_id stream) const;
   [[noreturn]] void throw_out_of_memory(std::size_t bytes, stream_id stream) const;
+  [[noreturn]] void throw_too_large(std::size_t bytes, stream_id stream) const;
+  [[noreturn]] void throw_bad_free_size(device_ptr p, std::size_t bytes) const;
 
   device* device_;
   std::size_t reserved_ = 0;   // maintained by the derived resource
