@@ -98,6 +98,29 @@ TEST(Cli, ReplayPrintsTheExactFiguresAsJson) {
     EXPECT_TRUE(r.contains(key)) << key;
 }
 
+TEST(Cli, ExtremeTimesAndSegmentSizesAreReadReplayedFittedAndChecked) {
+  // Times 0 and 2^63 - 1 us; two recorded segments of 2^63 - 1 bytes. Under UBSan (the sanitizer suite) any
+  // signed overflow in the time scaling or the segment sum fails this test.
+  const auto path = write_file("extreme.csv",
+                               "time_us,action,addr,size,stream\n"
+                               "0,segment_alloc,4096,9223372036854775807,0\n"
+                               "0,segment_alloc,8192,9223372036854775807,0\n"
+                               "0,alloc,4096,1024,0\n"
+                               "9223372036854775807,free_requested,4096,1024,0\n");
+  outcome o = run("replay " + path + " --policy vram,torch-native --device sim --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& r : j) {
+    EXPECT_EQ(r["peak_live_bytes"], 1024);
+    EXPECT_EQ(r["recorded_peak_reserved_bytes"], 18446744073709551614u);  // 2 x (2^63 - 1)
+  }
+  o = run("fit " + path + " --policy vram --json");
+  EXPECT_EQ(o.code, 0) << o.out;
+  o = run("check " + path);
+  EXPECT_EQ(o.code, 0) << o.out;
+}
+
 TEST(Cli, FitFindsTheSmallestDevice) {
   const auto path = write_file("small.csv", small_trace);
   // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.

@@ -2,6 +2,7 @@
 // exact_resource reserves exactly the 512-rounded size of each live block, up to a limit.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <unordered_map>
 #include <vector>
 
@@ -112,6 +113,33 @@ TEST(Replay, TheAllocatorSeesTheTraceTimeOfEachRow) {
   EXPECT_EQ(dev.now_ns(), 7);
   dev.follow_clock();
   EXPECT_EQ(dev.now_ns(), 0);
+}
+
+TEST(Replay, TimesThatSpanTheWholeRangeSaturateTheDeviceClock) {
+  // From 0 to 2^63 - 1 us: the device's nanoseconds would overflow; they stop at the largest whole
+  // microsecond count that fits, and the replay's own figures, in microseconds, are exact.
+  sim_device dev(quiet());
+  exact_resource r(dev, MiB);
+  constexpr std::int64_t end = std::numeric_limits<std::int64_t>::max();
+  trace t;
+  t.events = {{0, 0xA00, 1000, 0, trace_action::alloc}, {end, 0xA00, 1000, 0, trace_action::free_requested}};
+  const replay_result m = replay(t, r);
+  EXPECT_EQ(m.peak_live_bytes, 1000u);
+  EXPECT_DOUBLE_EQ(m.trace_seconds, static_cast<double>(end) * 1e-6);
+  EXPECT_EQ(r.times, (std::vector<std::int64_t>{0, end / 1000 * 1000}));
+}
+
+TEST(Replay, RecordedSegmentsOfUpTo2To64BytesAddUpWithoutOverflow) {
+  using a = trace_action;
+  constexpr std::uint64_t big = (std::uint64_t{1} << 63) - 1;
+  trace t;
+  t.events = {{0, 0x1, big, 0, a::segment_alloc}, {1, 0x2, big, 0, a::segment_alloc}};
+  ASSERT_TRUE(recorded_peak_reserved(t).has_value());
+  EXPECT_EQ(*recorded_peak_reserved(t), 2 * big);  // 2^64 - 2: still a size
+  t.events.push_back({2, 0x3, ~std::uint64_t{0}, 0, a::segment_alloc});
+  EXPECT_EQ(*recorded_peak_reserved(t), ~std::size_t{0});  // past 2^64 - 1: saturated
+  t.events = {{0, 0x1, big, 0, a::segment_alloc}, {1, 0x1, big, 0, a::segment_free}, {2, 0x2, 512, 0, a::segment_alloc}};
+  EXPECT_EQ(*recorded_peak_reserved(t), big);
 }
 
 // Three 100 MiB blocks: within 10 ms of each other the third makes 300 MiB of growth, a burst (256 MiB), and

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <limits>
 #include <unordered_map>
 
 #include "vram/core/error.hpp"
@@ -37,7 +38,13 @@ device_call_stats difference(const device_call_stats& after, const device_call_s
 
 trace_time::trace_time(device& dev, std::int64_t t0_us) : dev_(dev), t0_us_(t0_us) {}
 trace_time::~trace_time() { dev_.follow_clock(); }
-void trace_time::at(std::int64_t time_us) noexcept { dev_.set_time((time_us - t0_us_) * 1000); }
+void trace_time::at(std::int64_t time_us) noexcept {
+  // pre: t0_us_ <= time_us (traces never go back), so the difference fits; its nanoseconds may not (a trace
+  // that spans more than 292 years of microseconds): those saturate.
+  const std::int64_t us = time_us - t0_us_;
+  constexpr std::int64_t max_us = std::numeric_limits<std::int64_t>::max() / 1000;
+  dev_.set_time(us > max_us ? max_us * 1000 : us * 1000);
+}
 
 device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
   device_call_stats d;
@@ -52,17 +59,18 @@ device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
 
 std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
   bool any = false;
-  std::int64_t reserved = 0, peak = 0;
+  // Sizes are up to 2^64 - 1 each, so the running sum is kept in 128 bits; the peak saturates at SIZE_MAX.
+  __int128 reserved = 0, peak = 0;
   for (const auto& e : t.events) {
     switch (e.action) {
       case trace_action::segment_alloc:
       case trace_action::segment_map:
-        reserved += static_cast<std::int64_t>(e.size);
+        reserved += static_cast<__int128>(e.size);
         any = true;
         break;
       case trace_action::segment_free:
       case trace_action::segment_unmap:
-        reserved -= static_cast<std::int64_t>(e.size);
+        reserved -= static_cast<__int128>(e.size);
         any = true;
         break;
       default: continue;
@@ -70,7 +78,8 @@ std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
     if (reserved > peak) peak = reserved;
   }
   if (!any) return std::nullopt;
-  return static_cast<std::size_t>(peak);
+  constexpr auto most = static_cast<__int128>(std::numeric_limits<std::size_t>::max());
+  return static_cast<std::size_t>(peak > most ? most : peak);
 }
 
 replay_result replay(const trace& t, memory_resource& resource, const replay_options& options) {
