@@ -499,5 +499,34 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_THROW(pool_options{}.with({{"small_handle", "big"}}), usage_error);
 }
 
+TEST(Pool, NonFiniteAndOutOfRangeSettingsAreRefusedNamingTheSettingOrVariable) {
+  const auto message = [](const policy_options& settings) {
+    try {
+      (void)pool_options{}.with(settings);
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message({{"burst_window", "1e300"}}),
+            "vram pool setting burst_window: '1e300' is out of range: want a number from 0 to 3600000");
+  EXPECT_EQ(message({{"max_cached_ratio", "nan"}}), "vram pool setting max_cached_ratio: 'nan': want a number from 0 to 1000");
+  EXPECT_EQ(message({{"reserve_ratio", "inf"}}), "vram pool setting reserve_ratio: 'inf': want a number from 0 to 1000");
+  EXPECT_EQ(message({{"reserve_ratio", "1001"}}),
+            "vram pool setting reserve_ratio: '1001' is out of range: want a number from 0 to 1000");
+  EXPECT_EQ(message({{"aliasing", "yes"}}), "vram pool setting aliasing: 'yes': want 1 or 0");
+  EXPECT_EQ(message({{"limit", "abc"}}).rfind("vram pool setting limit: bad size 'abc'", 0), 0u) << message({{"limit", "abc"}});
+  EXPECT_EQ(pool_options{}.with({{"burst_window", "3600000"}}).burst_window_ms, 3600000.0);  // the bound itself
+
+  setenv("VRAM_MAX_CACHED_RATIO", "-inf", 1);
+  try {
+    (void)pool_options::from_environment();
+    ADD_FAILURE() << "VRAM_MAX_CACHED_RATIO=-inf was accepted";
+  } catch (const usage_error& e) {
+    EXPECT_STREQ(e.what(), "environment variable VRAM_MAX_CACHED_RATIO: '-inf': want a number from 0 to 1000");
+  }
+  unsetenv("VRAM_MAX_CACHED_RATIO");
+}
+
 }  // namespace
 }  // namespace vram
