@@ -5,6 +5,7 @@
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/emulation/torch_caching_resource.hpp"
+#include "vram/resource/registry.hpp"
 
 namespace vram {
 namespace {
@@ -365,6 +366,30 @@ TEST(TorchNative, PowerOfTwoDivisionsRoundLargerSizesCoarser) {
   EXPECT_EQ(mixed.round_size(3 * MiB + 1), 3 * MiB + 256 * KiB);  // [2 MiB, 4 MiB) in steps of 256 KiB
   EXPECT_EQ(mixed.round_size(1 * MiB + 1), 1 * MiB + 128 * KiB);  // [1 MiB, 2 MiB) in steps of 128 KiB
   EXPECT_EQ(mixed.round_size(5 * MiB + 1), 5 * MiB + 512);        // 1 division: 512-byte rounding
+}
+
+}  // namespace
+}  // namespace vram
+
+namespace vram {
+namespace {
+
+TEST(TorchNativeSpec, TakesPyTorchsOwnSettingSyntax) {
+  // As PYTORCH_CUDA_ALLOC_CONF writes it: key:value items separated by commas, after the policy's colon.
+  EXPECT_EQ(parse_policy_list("vram,torch-native:expandable_segments:True,max_split_size_mb:128,cub-bins"),
+            (std::vector<std::string>{"vram", "torch-native:expandable_segments:True,max_split_size_mb:128",
+                                      "cub-bins"}));
+  sim_device dev;
+  EXPECT_EQ(make_resource("torch-native:expandable_segments:True,max_split_size_mb:128", dev)->name(),
+            "torch-expandable");
+  EXPECT_EQ(make_resource("torch-native:expandable_segments:False", dev)->name(), "torch-native");
+  // vram's own syntax still reads, and the two agree.
+  EXPECT_EQ(make_resource("torch-native:expandable_segments=True;max_split_size_mb=128", dev)->name(),
+            "torch-expandable");
+  // An item of neither form, and an unknown name where no spec with settings comes before, are refused.
+  EXPECT_THROW(make_resource("torch-native:expandable_segments", dev), usage_error);
+  EXPECT_THROW(parse_policy_list("vram,max_split_size_mb:128"), usage_error);
+  EXPECT_THROW(make_resource("torch-native:max_split_size_mb:1", dev), usage_error);  // below PyTorch's 20 MB
 }
 
 }  // namespace

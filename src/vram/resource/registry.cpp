@@ -26,20 +26,29 @@ const policy_info& find_policy(std::string_view name) {
   throw usage_error("unknown policy '" + std::string(name) + "'; known policies: " + known_policies());
 }
 
-/// @brief "k=v;k=v" into options. @throws usage_error for an entry without '='.
+/// @brief "k=v;k=v" into options; also PyTorch's own syntax, as PYTORCH_CUDA_ALLOC_CONF writes it:
+/// "k:v,k:v". An item's key ends at its first '=' or ':'. @throws usage_error for an item with neither.
 policy_options parse_options(std::string_view spec, std::string_view text) {
   policy_options o;
   while (!text.empty()) {
-    const auto end = text.find(';');
+    const auto end = text.find_first_of(";,");
     const std::string_view item = text.substr(0, end);
-    const auto eq = item.find('=');
+    const auto eq = item.find_first_of("=:");
     if (eq == std::string_view::npos || eq == 0)
-      throw usage_error("policy '" + std::string(spec) + "': setting '" + std::string(item) + "' is not key=value");
+      throw usage_error("policy '" + std::string(spec) + "': setting '" + std::string(item) +
+                        "' is not key=value (or PyTorch's key:value)");
     o[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
     if (end == std::string_view::npos) break;
     text.remove_prefix(end + 1);
   }
   return o;
+}
+
+/// @brief True when @p name is a policy's name.
+bool is_policy(std::string_view name) {
+  for (const auto& p : policies())
+    if (p.name == name) return true;
+  return false;
 }
 
 }  // namespace detail
@@ -74,8 +83,17 @@ std::vector<std::string> parse_policy_list(std::string_view list) {
     const auto comma = list.find(',');
     const std::string_view spec = list.substr(0, comma);
     if (spec.empty()) throw usage_error("empty policy name in the policy list; known policies: " + detail::known_policies());
-    (void)detail::find_policy(spec.substr(0, spec.find(':')));
-    out.emplace_back(spec);
+    const std::string_view name = spec.substr(0, spec.find(':'));
+    if (!out.empty() && out.back().find(':') != std::string::npos && spec.find(':') != std::string_view::npos &&
+        !detail::is_policy(name)) {
+      // PyTorch's syntax separates settings with commas too: "torch-native:expandable_segments:True,
+      // max_split_size_mb:128" is one policy; the item after the comma belongs to the spec before it.
+      out.back() += ',';
+      out.back() += spec;
+    } else {
+      (void)detail::find_policy(name);
+      out.emplace_back(spec);
+    }
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

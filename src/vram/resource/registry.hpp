@@ -1,6 +1,8 @@
 #pragma once
 // The table of allocation policies by name: what `--policy` accepts. A policy spec is a name with optional
-// settings: "torch-native" or "torch-native:max_split_size_mb=128;garbage_collection_threshold=0.8".
+// settings: "torch-native" or "torch-native:max_split_size_mb=128;garbage_collection_threshold=0.8", or in
+// PyTorch's own syntax, as PYTORCH_CUDA_ALLOC_CONF writes it: "torch-native:max_split_size_mb:128,
+// expandable_segments:True".
 
 #include <functional>
 #include <map>
@@ -30,7 +32,8 @@ std::span<const policy_info> policies();
 /// @throws usage_error for an unknown name or setting (the message lists the known ones).
 std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& dev);
 
-/// @brief Splits "a,b,c" into specs, checking each name. @throws usage_error for an unknown one.
+/// @brief Splits "a,b,c" into specs, checking each name; an item in PyTorch's "key:value" syntax that follows
+/// a spec with settings is one more setting of that spec. @throws usage_error for an unknown name.
 std::vector<std::string> parse_policy_list(std::string_view list);
 
 }  // namespace vram
