@@ -1,5 +1,6 @@
 // The `vram` tool end to end: bad input gives a message that names the problem and a non-zero exit (1 for
 // bad input, 2 for bad arguments), and a replay / fit of a hand-made trace prints the answers worked out here.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -119,6 +120,35 @@ TEST(Cli, ExtremeTimesAndSegmentSizesAreReadReplayedFittedAndChecked) {
   EXPECT_EQ(o.code, 0) << o.out;
   o = run("check " + path);
   EXPECT_EQ(o.code, 0) << o.out;
+}
+
+TEST(Cli, VersionHelpAndUnknownCommandsSayWhatTheyAre) {
+  EXPECT_EQ(run("--version").out, "vram " VRAM_VERSION "\n");
+  EXPECT_EQ(run("version").out, "vram " VRAM_VERSION "\n");
+  const outcome o = run("foo");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.out, ::testing::StartsWith("vram: unknown command 'foo'; the commands: replay, fit,"));
+  const outcome help = run("--help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* name : {"vram ", "cuda-direct", "torch-native", "torch-expandable", "rmm-pool", "cub-bins"})
+    EXPECT_THAT(help.out, ::testing::HasSubstr(std::string("\n  ") + name)) << name;
+}
+
+TEST(Cli, AReplayWithFailedAllocationsSaysWhereAndExits3) {
+  // small_trace under cuda-direct on a 4 MiB device: A (3 MiB) takes all 4 MiB of pages, so B (event 2)
+  // fails with nothing free; after A's free, C (1 MiB) fits. One of three allocations failed.
+  const auto path = write_file("small.csv", small_trace);
+  outcome o = run("replay " + path + " --policy cuda-direct --device sim:4MiB");
+  EXPECT_EQ(o.code, 3) << o.out;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("first failure: small under cuda-direct: event 2 at 0.000 s, 1 of 3 "
+                                          "allocations failed, 0.0% of the device free then\n"));
+  o = run("replay " + path + " --policy cuda-direct --device sim:4MiB --allow-failures");
+  EXPECT_EQ(o.code, 0) << o.out;
+  o = run("replay " + path + " --policy cuda-direct --device sim:4MiB --json");
+  EXPECT_EQ(o.code, 3);
+  o = run("replay " + path + " --policy cuda-direct --device sim:64MiB");
+  EXPECT_EQ(o.code, 0);
+  EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("first failure")));
 }
 
 TEST(Cli, FitFindsTheSmallestDevice) {

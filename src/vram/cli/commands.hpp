@@ -16,4 +16,10 @@ void add_probe_command(CLI::App& app);
 void add_soak_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
+/// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
+/// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().
+inline int finished_status = 0;
+/// @brief The status `replay` ends with when an allocation failed.
+inline constexpr int status_allocations_failed = 3;
+
 }  // namespace vram::cli

@@ -1,16 +1,36 @@
 // The `vram` command-line tool: replay, fit, simulate, convert, demo. Errors print one line naming the
-// problem and exit non-zero: 1 for bad input or a failed run, 2 for bad arguments.
+// problem and exit non-zero: 1 for bad input or a failed run, 2 for bad arguments, 3 when a replay saw
+// allocations fail.
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "vram/cli/commands.hpp"
 #include "vram/core/error.hpp"
+#include "vram/resource/registry.hpp"
+
+namespace {
+
+constexpr const char* version_text = "vram " VRAM_VERSION;
+
+/// The policies, a line each, for the end of --help.
+std::string policy_footer() {
+  std::string s = "\nPolicies (--policy NAME[:settings], comma-separated, or 'all'):\n";
+  for (const auto& p : vram::policies()) s += "  " + std::string(p.name) + std::string(18 - p.name.size(), ' ') +
+                                             std::string(p.summary) + "\n";
+  return s + "\nExit status: 0 done, 1 bad input or a failed run, 2 bad arguments, 3 a replay saw allocations fail.";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"vram: a GPU device-memory manager, and the tools to see and measure GPU memory"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text);
+  app.footer(policy_footer());
   vram::cli::add_replay_command(app);
   vram::cli::add_fit_command(app);
   vram::cli::add_simulate_command(app);
@@ -21,6 +41,20 @@ int main(int argc, char** argv) {
   vram::cli::add_probe_command(app);
   vram::cli::add_soak_command(app);
   vram::cli::add_bench_command(app);
+  app.add_subcommand("version", "Print vram's version")->callback([] { std::printf("%s\n", version_text); });
+  // A first word that is no option and no command: say so, rather than CLI11's "A subcommand is required".
+  const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+  const auto is_command = [&](const char* word) {
+    for (const auto* sub : commands)
+      if (sub->get_name() == word) return true;
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::string known;
+    for (const auto* sub : commands) known += (known.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "vram: unknown command '%s'; the commands: %s (vram --help)\n", argv[1], known.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -37,5 +71,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vram: unexpected error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return vram::cli::finished_status;
 }

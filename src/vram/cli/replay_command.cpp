@@ -1,6 +1,8 @@
-// `vram replay TRACE... --policy P1,P2 [--device D] [--json]`: one row per trace x policy, side by side.
+// `vram replay TRACE... --policy P1,P2 [--device D] [--json]`: one row per trace x policy, side by side; the
+// first failed allocation of each row under the table; exit status 3 when any allocation failed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
@@ -23,6 +25,7 @@ struct replay_args {
   std::string device = "auto";
   bool json = false;
   bool validate = false;
+  bool allow_failures = false;
 };
 
 void run_replay(const replay_args& a) {
@@ -59,7 +62,16 @@ void run_replay(const replay_args& a) {
     std::cout << out.dump(2) << '\n';
   } else {
     std::cout << format_replay_table(results);
+    for (const auto& r : results) {
+      if (!r.first_failure_event) continue;
+      std::cout << fmt::format("first failure: {} under {}: event {} at {:.3f} s, {} of {} allocations failed, "
+                               "{:.1f}% of the device free then\n",
+                               r.trace, r.policy, *r.first_failure_event + 1, r.first_failure_time_s,
+                               r.failed_allocations, r.allocations, 100.0 * r.free_share_at_first_failure);
+    }
   }
+  const bool failed = std::any_of(results.begin(), results.end(), [](const replay_result& r) { return r.failed_allocations > 0; });
+  if (failed && !a.allow_failures) finished_status = status_allocations_failed;
 }
 
 }  // namespace
@@ -74,6 +86,8 @@ void add_replay_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy");
   cmd->add_flag("--validate", a->validate, "Check the allocator's invariants after every event (slow)");
+  cmd->add_flag("--allow-failures", a->allow_failures,
+                "Exit 0 even when allocations failed (by default such a replay exits 3)");
   cmd->callback([a] { run_replay(*a); });
 }
 
