@@ -1,0 +1,136 @@
+"""Finding and loading libvram.so, the prototypes of its C API (include/vram/vram.h), and its errors.
+
+The library is the file the environment variable VRAM_LIBRARY names, when it is set; otherwise libvram.so
+beside this package's own files, then <repo>/build/libvram.so when the package is used from the source tree. It is
+loaded once, with ctypes.CDLL (dlopen): PyTorch opening the same path later gets the same library, so both
+see the same pools.
+"""
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+# Status codes of vram.h.
+SUCCESS = 0
+ERROR_OUT_OF_MEMORY = 1
+ERROR_INVALID_ARGUMENT = 2
+ERROR_DEVICE = 3
+ERROR_INTERNAL = 4
+
+
+class VramError(RuntimeError):
+    """A call into libvram.so failed, or the library cannot be found or used. `code` is vram.h's status."""
+
+    def __init__(self, message, code=ERROR_INTERNAL):
+        super().__init__(message)
+        self.code = code
+
+
+class OutOfMemoryError(VramError, MemoryError):
+    """The pool could not serve a request: the message says what was asked and what the pool holds."""
+
+
+class Stats(ctypes.Structure):
+    """vram_stats of vram.h, version 2."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "requested_bytes", "allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "peak_reserved_bytes",
+        "cached_bytes", "thread_cached_bytes", "pending_bytes", "mapped_bytes")] + \
+        [(name, ctypes.c_uint64) for name in (
+            "allocations", "frees", "failed_allocations", "alloc_retries", "handles_created", "handles_released",
+            "maps", "unmaps")]
+
+
+def candidates():
+    """The paths looked at for libvram.so, in order, each with where it came from. VRAM_LIBRARY, when set,
+    is the only one: a library the user named is never replaced by another silently."""
+    env = os.environ.get("VRAM_LIBRARY")
+    if env:
+        return [(Path(env), "VRAM_LIBRARY")]
+    found = []
+    found.append((_HERE / "libvram.so", "beside the package"))
+    found.append((_HERE.parent.parent / "build" / "libvram.so", "the source tree's build folder"))
+    return found
+
+
+def _prototypes(lib):
+    c = ctypes
+    table = {
+        "vram_malloc": (c.c_void_p, [c.c_ssize_t, c.c_int, c.c_void_p]),
+        "vram_free": (None, [c.c_void_p, c.c_ssize_t, c.c_int, c.c_void_p]),
+        "vram_record_stream": (c.c_int, [c.c_void_p, c.c_int, c.c_void_p]),
+        "vram_trim": (c.c_int, [c.c_int, c.POINTER(c.c_size_t)]),
+        "vram_set_limit": (c.c_int, [c.c_int, c.c_size_t]),
+        "vram_get_limit": (c.c_int, [c.c_int, c.POINTER(c.c_size_t)]),
+        "vram_get_stats": (c.c_int, [c.c_int, c.POINTER(Stats)]),
+        "vram_reset_peak_stats": (c.c_int, [c.c_int]),
+        "vram_record_start": (c.c_int, [c.c_char_p]),
+        "vram_record_stop": (c.c_int, []),
+        "vram_snapshot_json": (c.c_void_p, [c.c_int]),  # a char* to give back: not c_char_p, which copies
+        "vram_free_string": (None, [c.c_void_p]),
+        "vram_device_count": (c.c_int, []),
+        "vram_device_name": (c.c_char_p, [c.c_int]),
+        "vram_last_error_code": (c.c_int, []),
+        "vram_last_error": (c.c_char_p, []),
+    }
+    missing = [name for name in table if not hasattr(lib, name)]
+    if missing:
+        raise VramError(f"{lib._name}: an older libvram.so, without {', '.join(missing)}; rebuild it "
+                        f"(cmake --build build --target vram_c)")
+    for name, (restype, argtypes) in table.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def load():
+    """The loaded library (loading it on first use). Raises VramError naming every place looked."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path, origin in candidates():
+            if not path.is_file():
+                tried.append(f"{path} ({origin}): no such file")
+                continue
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as e:
+                tried.append(f"{path} ({origin}): {e}")
+                continue
+            _prototypes(lib)
+            _lib, _path = lib, str(path)
+            return _lib
+        raise VramError("libvram.so could not be loaded; looked at:\n  " + "\n  ".join(tried) +
+                        "\nBuild it (cmake --build build --target vram_c) and set VRAM_LIBRARY to its path.",
+                        ERROR_DEVICE)
+
+
+def path():
+    """The path of the loaded library (loading it first)."""
+    load()
+    return _path
+
+
+def last_error():
+    """This thread's latest failure message from the library."""
+    message = load().vram_last_error()
+    return message.decode(errors="replace") if message else ""
+
+
+def check(status):
+    """Raises the error for a non-zero status of the call just made on this thread."""
+    if status == SUCCESS:
+        return
+    error = OutOfMemoryError if status == ERROR_OUT_OF_MEMORY else VramError
+    raise error(last_error(), status)
