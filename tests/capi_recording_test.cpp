@@ -207,6 +207,24 @@ TEST(trace_recorder, the_file_is_a_valid_trace_after_every_flush) {
   std::filesystem::remove(path);
 }
 
+TEST(trace_recorder, an_event_a_second_after_the_last_write_writes_the_buffer_out) {
+  // A program that never fills the buffer and ends without exit handlers (os._exit) loses at most the events
+  // of its last second: the event at 1 s after the last write takes every event before it to the file.
+  const std::string path = temp_path("interval.vram");
+  vram::trace_recorder rec(path);  // 1 MiB buffer, 1 s interval
+  rec.record({0, 0x1000, 512, 0, vram::trace_action::alloc});
+  EXPECT_EQ(vram::read_trace(path).events.size(), 0u);
+  rec.record({999'999, 0x1000, 512, 0, vram::trace_action::free_requested});
+  EXPECT_EQ(vram::read_trace(path).events.size(), 0u);
+  rec.record({1'000'000, 0x2000, 512, 0, vram::trace_action::alloc});      // 1 s after the start: written
+  EXPECT_EQ(vram::read_trace(path).events.size(), 3u);
+  rec.record({1'500'000, 0x2000, 512, 0, vram::trace_action::free_requested});
+  EXPECT_EQ(vram::read_trace(path).events.size(), 3u);
+  rec.record({2'000'000, 0x3000, 512, 0, vram::trace_action::alloc});      // 1 s after the last write
+  EXPECT_EQ(vram::read_trace(path).events.size(), 5u);
+  std::filesystem::remove(path);
+}
+
 TEST(trace_recorder, a_time_that_goes_back_is_taken_as_the_one_before) {
   const std::string path = temp_path("back.vram");
   {

@@ -32,8 +32,10 @@ void write_all(int fd, std::string_view bytes, off_t offset, const std::string& 
 
 }  // namespace
 
-trace_recorder::trace_recorder(std::string path, std::size_t buffer_bytes)
-    : path_(std::move(path)), buffer_bytes_(std::max<std::size_t>(buffer_bytes, 64)) {
+trace_recorder::trace_recorder(std::string path, std::size_t buffer_bytes, std::int64_t flush_interval_us)
+    : path_(std::move(path)),
+      buffer_bytes_(std::max<std::size_t>(buffer_bytes, 64)),
+      flush_interval_us_(flush_interval_us) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
   buffer_.reserve(buffer_bytes_ + 64);
@@ -60,7 +62,7 @@ void trace_recorder::record(trace_event e) {
   last_time_us_ = e.time_us;
   encoder_.append(e, buffer_);
   ++count_;
-  if (buffer_.size() >= buffer_bytes_) flush();
+  if (buffer_.size() >= buffer_bytes_ || e.time_us - flushed_at_us_ >= flush_interval_us_) flush();
 }
 
 void trace_recorder::flush() {
@@ -69,6 +71,7 @@ void trace_recorder::flush() {
   payload_size_ += buffer_.size();
   payload_crc_ = detail::crc32_extend(payload_crc_, buffer_);
   written_count_ = count_;
+  flushed_at_us_ = last_time_us_;
   buffer_.clear();
   write_all(fd_, detail::vram_header(written_count_, payload_size_, payload_crc_), 0, path_);
 }

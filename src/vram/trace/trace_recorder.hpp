@@ -6,7 +6,9 @@
 //
 // Policy decisions:
 //  - Events are encoded into a buffer at once (a few bytes each) and written when the buffer reaches its
-//    size, at flush() and at destruction; one write() for the payload and one pwrite() for the header.
+//    size, when an event comes a second (flush_interval_us) or more after the last write, at flush() and at
+//    destruction; one write() for the payload and one pwrite() for the header. A program that ends without
+//    running exit handlers (Python's os._exit, a crash) loses at most its last second of events.
 //  - Not thread-safe: its owner serializes calls (the C API's recording holds a mutex).
 //  - Times must not go backwards (the format stores deltas): a time before the previous event's is taken as
 //    the previous event's.
@@ -25,7 +27,8 @@ class trace_recorder {
  public:
   /// @brief Creates (or truncates) @p path and writes the header of an empty trace.
   /// @throws error "PATH: cannot write: reason" when the file cannot be made.
-  explicit trace_recorder(std::string path, std::size_t buffer_bytes = std::size_t{1} << 20);
+  explicit trace_recorder(std::string path, std::size_t buffer_bytes = std::size_t{1} << 20,
+                          std::int64_t flush_interval_us = 1'000'000);
   /// @brief Flushes; a failure here is lost (call flush() first to see it).
   ~trace_recorder();
   trace_recorder(const trace_recorder&) = delete;
@@ -44,6 +47,8 @@ class trace_recorder {
   std::string path_;
   int fd_ = -1;
   std::size_t buffer_bytes_;
+  std::int64_t flush_interval_us_;
+  std::int64_t flushed_at_us_ = 0;  // the time of the last event written out
   std::string buffer_;
   detail::vram_encoder encoder_;
   std::int64_t last_time_us_ = 0;
