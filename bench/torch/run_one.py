@@ -274,6 +274,9 @@ def main():
         print(text)
     sys.stdout.flush()
     sys.stderr.flush()
+    if args.allocator == "vram":  # os._exit runs no exit handler: close a recording (VRAM_RECORD) first
+        import vram
+        vram.record_stop()
     os._exit(rc)   # no interpreter teardown: the allocator's library may be unloaded before the last free
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The serving workload with each allocator held to ratio x its peak live bytes, all four at once.
 
-    serve_at_limit.py --out DIR [--seconds 600] [--ratio 1.05] [--period 2000]
+    serve_at_limit.py --out DIR [--seconds 600] [--ratio 1.05] [--period 1000]
 
 1. Calibration: one period of the seeded request sequence (it repeats every --period requests) under
    vram, and at the same time under native; peak live = vram's allocated_bytes.all.peak (native's
@@ -87,10 +87,10 @@ def main():
     ap.add_argument("--work-dir", default=None, help="the children's reports and logs (default: a temp dir)")
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--ratio", type=float, default=1.05)
-    ap.add_argument("--period", type=int, default=2000, help="requests before the sequence repeats")
+    ap.add_argument("--period", type=int, default=1000, help="requests before the sequence repeats")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--allocators", nargs="+", default=list(allocators.NAMES), choices=allocators.NAMES)
-    ap.add_argument("--calibration-timeout-s", type=float, default=75)
+    ap.add_argument("--calibration-timeout-s", type=float, default=180)
     ap.add_argument("--opt", action="append", default=[], help="serving size, key=value (repeatable)")
     args = ap.parse_args()
     out = Path(args.out)
