@@ -250,19 +250,44 @@ TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) 
                                "time_us,action,addr,size,stream\n"
                                "0,alloc,4096,1024,0\n"
                                "1,free_requested,4096,1024,0\n"
-                               "2,free_requested,4096,1024,0\n"   // double free: line 4
-                               "3,free_requested,9999,512,0\n");  // never allocated: line 5
+                               "2,free_requested,4096,1024,0\n"   // double free: event 3
+                               "3,free_requested,9999,512,0\n");  // never allocated: event 4
   const outcome replay = run("replay " + path + " --policy vram --device sim --json");
   ASSERT_EQ(replay.code, 0) << replay.out;
-  EXPECT_NE(replay.out.find("double free(s), first at line 4"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("double free(s), first at event 3 (free_requested of 1024 bytes at address 0x1000)"),
+            std::string::npos) << replay.out;
   const auto json = nlohmann::json::parse(replay.out.substr(replay.out.find('[')));
   EXPECT_EQ(json[0]["unmatched_frees"], 2);
   const outcome check = run("check " + path);
   EXPECT_EQ(check.code, 1) << check.out;
-  EXPECT_NE(check.out.find("never allocated, first at line 5"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("never allocated, first at event 4"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("the trace's frees and allocations do not match (see above)"), std::string::npos);
   const outcome convert = run("convert " + path + " -o " + write_file("out.vtrace", ""));
   EXPECT_EQ(convert.code, 1) << convert.out;
   EXPECT_NE(convert.out.find("--force"), std::string::npos) << convert.out;
+}
+
+TEST(Cli, CheckNamesDuplicateAllocsAndFreesOfAnotherSizeByEventNumber) {
+  // Blank lines do not shift the event numbers: event 3 is on line 5 of this file.
+  const auto path = write_file("sizes.csv",
+                               "time_us,action,addr,size,stream\n"
+                               "0,alloc,4096,1024,0\n"
+                               "\n"
+                               "1,alloc,4096,2048,0\n"            // event 2: an alloc at a live address
+                               "\n"
+                               "2,free_requested,4096,1000,0\n");  // event 3: freed with 1000, allocated 2048
+  const outcome check = run("check " + path + " --json");
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_NE(check.out.find("1 alloc(s) at an address still live, first at event 2 (alloc of 2048 bytes"),
+            std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("1 free(s) with a size other than their alloc's, first at event 3 (free_requested of "
+                           "1000 bytes at address 0x1000)"),
+            std::string::npos) << check.out;
+  EXPECT_EQ(check.out.find("match no allocation"), std::string::npos) << check.out;
+  const auto json = nlohmann::json::parse(check.out.substr(check.out.find('['), check.out.rfind(']') + 1 - check.out.find('[')));
+  EXPECT_EQ(json[0]["wrong_size_frees"], 1);
+  EXPECT_EQ(json[0]["duplicate_allocs"], 1);
+  EXPECT_EQ(json[0]["clean"], false);
 }
 
 TEST(Cli, SimulateWritesATraceThatReplays) {

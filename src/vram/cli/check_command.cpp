@@ -25,7 +25,8 @@ struct check_args {
 };
 
 void run_check(const check_args& a) {
-  text_table table({"trace", "events", "allocs", "span", "recorded peak", "unmatched", "double", "dup allocs", "live at end"});
+  text_table table({"trace", "events", "allocs", "span", "recorded peak", "unmatched", "double", "dup allocs", "wrong size",
+                    "live at end"});
   nlohmann::json out = nlohmann::json::array();
   std::string problems;
   for (const auto& path : a.traces) {
@@ -36,7 +37,8 @@ void run_check(const check_args& a) {
     const auto recorded = recorded_peak_reserved(t);
     table.add_row({t.name, fmt::format("{}", t.events.size()), fmt::format("{}", allocs), fmt::format("{:.3f} s", t.seconds()),
                    recorded ? format_bytes(*recorded) : "-", fmt::format("{}", c.unmatched_frees),
-                   fmt::format("{}", c.double_frees), fmt::format("{}", c.duplicate_allocs), fmt::format("{}", c.live_at_end)});
+                   fmt::format("{}", c.double_frees), fmt::format("{}", c.duplicate_allocs), fmt::format("{}", c.wrong_size_frees),
+                   fmt::format("{}", c.live_at_end)});
     out.push_back({{"trace", t.name},
                    {"path", path},
                    {"events", t.events.size()},
@@ -46,13 +48,14 @@ void run_check(const check_args& a) {
                    {"unmatched_frees", c.unmatched_frees},
                    {"double_frees", c.double_frees},
                    {"duplicate_allocs", c.duplicate_allocs},
+                   {"wrong_size_frees", c.wrong_size_frees},
                    {"live_at_end", c.live_at_end},
                    {"clean", c.clean()}});
     problems += describe_problems(path, t, c);
   }
   if (a.json) std::cout << out.dump(2) << '\n';
   else std::cout << table.str();
-  if (!problems.empty()) throw input_error(problems + "frees that match no allocation (see above)");
+  if (!problems.empty()) throw input_error(problems + "the trace's frees and allocations do not match (see above)");
 }
 
 }  // namespace

@@ -39,7 +39,9 @@ void run_replay(const replay_args& a) {
     const trace t = read_trace(path);
     if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
       progress.clear();
-      std::cerr << "warning: " << problems << "warning: such frees are counted (unmatched_frees) and skipped\n";
+      std::cerr << "warning: " << problems
+                << "warning: the replay skips unmatched and double frees, counting them and allocs at live addresses "
+                   "as unmatched_frees; a free with another size frees its block whole\n";
     }
     for (const auto& policy : policies) {
       progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));

@@ -7,9 +7,10 @@ namespace vram::cli {
 
 std::string describe_problems(const std::string& path, const trace& t, const trace_check& c) {
   std::string s;
-  // Event i sits on line i + 2 of a CSV (line 1 is the header).
+  // Events are numbered from 1 in the trace's order: the same number in every format (a CSV's line number
+  // would be wrong past a blank line and means nothing in a .vram file).
   auto row = [&](std::size_t i) {
-    return fmt::format("line {} ({} of {} bytes at address {:#x})", i + 2, to_string(t.events[i].action),
+    return fmt::format("event {} ({} of {} bytes at address {:#x})", i + 1, to_string(t.events[i].action),
                        t.events[i].size, t.events[i].addr);
   };
   if (c.unmatched_frees > 0)
@@ -20,6 +21,9 @@ std::string describe_problems(const std::string& path, const trace& t, const tra
   if (c.duplicate_allocs > 0)
     s += fmt::format("{}: {} alloc(s) at an address still live, first at {}\n", path, c.duplicate_allocs,
                      row(*c.first_duplicate_alloc));
+  if (c.wrong_size_frees > 0)
+    s += fmt::format("{}: {} free(s) with a size other than their alloc's, first at {}\n", path,
+                     c.wrong_size_frees, row(*c.first_wrong_size_free));
   return s;
 }
 

@@ -1,8 +1,11 @@
-// check_trace: one pass over the trace with a map from address to "live" or "freed". Design decisions:
+// check_trace: one pass over the trace with a map from address to "live" or "freed" and the size of the
+// address's latest alloc. Design decisions:
 //  - a free at an address whose latest alloc is live frees it; at an address that was allocated and freed
 //    since, it is a double free; at an address never allocated, it is unmatched (and stays so: a second free
 //    there is unmatched again);
 //  - an alloc at a live address counts as a duplicate and leaves the address live (one later free clears it);
+//  - a free of a live block with a size other than its alloc's frees it, and is counted: an allocator would
+//    refuse it (vram's pool does), and a replay frees the block with its allocated size;
 //  - a flat open-addressing table (linear probing, power-of-two size, addresses never removed) keeps the
 //    pass at a few nanoseconds an event with one allocation up front.
 
@@ -18,10 +21,15 @@ namespace vram {
 
 namespace detail {
 
-// Address -> state, for the addresses a trace touches. Grows by doubling at half full.
+// Address -> state and size, for the addresses a trace touches. Grows by doubling at half full.
 class address_states {
  public:
   enum class state : std::uint8_t { empty, live, freed, never_allocated };
+  struct slot {
+    std::uint64_t addr = 0;
+    std::uint64_t size = 0;  // of the latest alloc
+    state st = state::empty;
+  };
 
   explicit address_states(std::size_t expected) {
     std::size_t cap = 64;
@@ -29,15 +37,15 @@ class address_states {
     slots_.resize(cap);
   }
 
-  /// @brief The state slot of @p addr, made (empty) if new.
-  state& at(std::uint64_t addr) {
+  /// @brief The slot of @p addr, made (empty) if new; valid until the next call.
+  slot& at(std::uint64_t addr) {
     if ((used_ + 1) * 2 > slots_.size()) grow();
     slot& s = find(slots_, addr);
     if (s.st == state::empty) {
       s.addr = addr;
       ++used_;
     }
-    return s.st;
+    return s;
   }
 
   /// @brief Checks the table is at most half full, its size a power of two, and used_ counts its slots.
@@ -60,11 +68,6 @@ class address_states {
   }
 
  private:
-  struct slot {
-    std::uint64_t addr = 0;
-    state st = state::empty;
-  };
-
   static slot& find(std::vector<slot>& slots, std::uint64_t addr) noexcept {
     const std::size_t mask = slots.size() - 1;
     const std::uint64_t h = addr * 0x9E3779B97F4A7C15ull;
@@ -93,23 +96,28 @@ trace_check check_trace(const trace& t) {
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const trace_event& e = t.events[i];
     if (e.action == trace_action::alloc) {
-      state& st = states.at(e.addr);
-      if (st == state::live) {
+      auto& slot = states.at(e.addr);
+      if (slot.st == state::live) {
         ++r.duplicate_allocs;
         if (!r.first_duplicate_alloc) r.first_duplicate_alloc = i;
       }
-      st = state::live;
+      slot.st = state::live;
+      slot.size = e.size;
     } else if (e.action == trace_action::free_requested) {
-      state& st = states.at(e.addr);
-      if (st == state::live) {
-        st = state::freed;
-      } else if (st == state::freed) {
+      auto& slot = states.at(e.addr);
+      if (slot.st == state::live) {
+        slot.st = state::freed;
+        if (e.size != slot.size) {
+          ++r.wrong_size_frees;
+          if (!r.first_wrong_size_free) r.first_wrong_size_free = i;
+        }
+      } else if (slot.st == state::freed) {
         ++r.double_frees;
         if (!r.first_double_free) r.first_double_free = i;
       } else {
         ++r.unmatched_frees;
         if (!r.first_unmatched_free) r.first_unmatched_free = i;
-        st = state::never_allocated;  // a second free here is unmatched too, not a double free
+        slot.st = state::never_allocated;  // a second free here is unmatched too, not a double free
       }
     }
   }
