@@ -60,17 +60,18 @@ device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
 std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
   bool any = false;
   // Sizes are up to 2^64 - 1 each, so the running sum is kept in 128 bits; the peak saturates at SIZE_MAX.
-  __int128 reserved = 0, peak = 0;
+  __extension__ using int128 = __int128;  // a GCC and Clang type: __extension__ keeps -Wpedantic quiet
+  int128 reserved = 0, peak = 0;
   for (const auto& e : t.events) {
     switch (e.action) {
       case trace_action::segment_alloc:
       case trace_action::segment_map:
-        reserved += static_cast<__int128>(e.size);
+        reserved += static_cast<int128>(e.size);
         any = true;
         break;
       case trace_action::segment_free:
       case trace_action::segment_unmap:
-        reserved -= static_cast<__int128>(e.size);
+        reserved -= static_cast<int128>(e.size);
         any = true;
         break;
       default: continue;
@@ -78,7 +79,7 @@ std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
     if (reserved > peak) peak = reserved;
   }
   if (!any) return std::nullopt;
-  constexpr auto most = static_cast<__int128>(std::numeric_limits<std::size_t>::max());
+  constexpr auto most = static_cast<int128>(std::numeric_limits<std::size_t>::max());
   return static_cast<std::size_t>(peak > most ? most : peak);
 }
 
