@@ -386,6 +386,13 @@ TEST(TorchNativeSpec, TakesPyTorchsOwnSettingSyntax) {
   // vram's own syntax still reads, and the two agree.
   EXPECT_EQ(make_resource("torch-native:expandable_segments=True;max_split_size_mb=128", dev)->name(),
             "torch-expandable");
+  // A list inside [...] is one value, in either syntax, alone or in a policy list.
+  EXPECT_EQ(parse_policy_list("torch-native:roundup_power2_divisions:[256:4,1024:2,>:1],vram"),
+            (std::vector<std::string>{"torch-native:roundup_power2_divisions:[256:4,1024:2,>:1]", "vram"}));
+  EXPECT_EQ(make_resource("torch-native:roundup_power2_divisions:[256:4,1024:2,>:1],max_split_size_mb:128", dev)->name(),
+            "torch-native");
+  EXPECT_EQ(make_resource("torch-native:roundup_power2_divisions=[256:4,>:1];expandable_segments=True", dev)->name(),
+            "torch-expandable");
   // An item of neither form, and an unknown name where no spec with settings comes before, are refused.
   EXPECT_THROW(make_resource("torch-native:expandable_segments", dev), usage_error);
   EXPECT_THROW(parse_policy_list("vram,max_split_size_mb:128"), usage_error);

@@ -64,6 +64,15 @@ void run_replay(const replay_args& a) {
     std::cout << out.dump(2) << '\n';
   } else {
     std::cout << format_replay_table(results);
+    // What a reader cannot tell from the columns alone, for the rows at hand.
+    const auto any = [&](auto&& pred) { return std::any_of(results.begin(), results.end(), pred); };
+    if (any([](const replay_result& r) { return r.policy.rfind("rmm-pool", 0) == 0; }))
+      std::cout << "rmm-pool: RMM's pool takes its initial pool, half the device by default, at the first "
+                   "allocation: its peak reserved is that, whatever the trace holds.\n";
+    if (any([](const replay_result& r) { return r.recorded_peak_reserved_bytes.has_value(); }))
+      std::cout << "recorded: the recorded allocator's peak, from the trace's segment rows; segments made before "
+                   "the recording began are not in them (PyTorch's shared traces lack one 2 MiB small segment).\n";
+    std::cout << "Mev/s: millions of trace events replayed per CPU second.\n";
     for (const auto& r : results) {
       if (!r.first_failure_event) continue;
       std::cout << fmt::format("first failure: {} under {}: event {} at {:.3f} s, {} of {} allocations failed, "

@@ -27,11 +27,21 @@ const policy_info& find_policy(std::string_view name) {
 }
 
 /// @brief "k=v;k=v" into options; also PyTorch's own syntax, as PYTORCH_CUDA_ALLOC_CONF writes it:
-/// "k:v,k:v". An item's key ends at its first '=' or ':'. @throws usage_error for an item with neither.
+/// "k:v,k:v". An item's key ends at its first '=' or ':'; a separator inside [...] belongs to the value
+/// (PyTorch's roundup_power2_divisions:[256:4,1024:2,>:1]). @throws usage_error for an item with neither.
 policy_options parse_options(std::string_view spec, std::string_view text) {
+  const auto item_end = [](std::string_view t) {
+    int depth = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == '[') ++depth;
+      else if (t[i] == ']' && depth > 0) --depth;
+      else if (depth == 0 && (t[i] == ';' || t[i] == ',')) return i;
+    }
+    return std::string_view::npos;
+  };
   policy_options o;
   while (!text.empty()) {
-    const auto end = text.find_first_of(";,");
+    const auto end = item_end(text);
     const std::string_view item = text.substr(0, end);
     const auto eq = item.find_first_of("=:");
     if (eq == std::string_view::npos || eq == 0)
