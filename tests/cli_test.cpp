@@ -203,8 +203,9 @@ TEST(Cli, FitSaysWhenASmallerDeviceFitsButALargerOneFails) {
   EXPECT_EQ(r["failed_allocations"], 0);
   const outcome t = run("fit " + path + " --policy rmm-pool --device sim:64MiB");
   ASSERT_EQ(t.code, 0) << t.out;
-  EXPECT_NE(t.out.find("not monotone: nm with rmm-pool: fits on 8 MiB but fails on a larger device; the fit given, "
-                       "12 MiB, is above every failure seen, and the 8 granules above it fit too.\n"),
+  EXPECT_NE(t.out.find("not monotone: nm with rmm-pool: fits on 8.00 MiB (4 granules) but fails on a larger device; "
+                       "the fit given, 12.00 MiB (6 granules), is above every failure seen, and the 8 granules above "
+                       "it fit too.\n"),
             std::string::npos)
       << t.out;
   // Up to an H200 the halvings never land on 8 MiB: no fit is seen below a failure, and no line is printed.

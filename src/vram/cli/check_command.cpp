@@ -35,7 +35,7 @@ void run_check(const check_args& a) {
     std::uint64_t allocs = 0;
     for (const auto& e : t.events) allocs += e.action == trace_action::alloc;
     const auto recorded = recorded_peak_reserved(t);
-    table.add_row({t.name, fmt::format("{}", t.events.size()), fmt::format("{}", allocs), fmt::format("{:.3f} s", t.seconds()),
+    table.add_row({t.name, fmt::format("{}", t.events.size()), fmt::format("{}", allocs), format_duration(t.seconds()),
                    recorded ? format_bytes(*recorded) : "-", fmt::format("{}", c.unmatched_frees),
                    fmt::format("{}", c.double_frees), fmt::format("{}", c.duplicate_allocs), fmt::format("{}", c.wrong_size_frees),
                    fmt::format("{}", c.live_at_end)});

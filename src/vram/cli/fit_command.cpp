@@ -60,10 +60,12 @@ void run_fit(const fit_args& a) {
       j["fit_monotone"] = f.monotone;
       j["lowest_fit_bytes"] = f.lowest_fit_bytes ? nlohmann::json(*f.lowest_fit_bytes) : nlohmann::json(nullptr);
       if (!f.monotone)
-        notes.push_back(fmt::format("{} with {}: fits on {} MiB but fails on a larger device; the fit given, {} "
-                                    "MiB, is above every failure seen, and the {} granules above it fit too",
-                                    t.name, policy, *f.lowest_fit_bytes / MiB, *f.fit_bytes / MiB,
-                                    options.verify_granules));
+        notes.push_back(fmt::format("{} with {}: fits on {} ({} granules) but fails on a larger device; the fit "
+                                    "given, {} ({} granules), is above every failure seen, and the {} granules above "
+                                    "it fit too",
+                                    t.name, policy, format_bytes(*f.lowest_fit_bytes),
+                                    *f.lowest_fit_bytes / options.device.granularity, format_bytes(*f.fit_bytes),
+                                    *f.fit_bytes / options.device.granularity, options.verify_granules));
       j["max_device_bytes"] = options.device.capacity;
       out.push_back(std::move(j));
       results.push_back(f.replay);

@@ -7,6 +7,7 @@
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
+#include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/replay_report.hpp"
@@ -75,9 +76,9 @@ void run_replay(const replay_args& a) {
     std::cout << "Mev/s: millions of trace events replayed per CPU second.\n";
     for (const auto& r : results) {
       if (!r.first_failure_event) continue;
-      std::cout << fmt::format("first failure: {} under {}: event {} at {:.3f} s, {} of {} allocations failed, "
+      std::cout << fmt::format("first failure: {} under {}: event {} at {}, {} of {} allocations failed, "
                                "{:.1f}% of the device free then\n",
-                               r.trace, r.policy, *r.first_failure_event + 1, r.first_failure_time_s,
+                               r.trace, r.policy, *r.first_failure_event + 1, format_duration(r.first_failure_time_s),
                                r.failed_allocations, r.allocations, 100.0 * r.free_share_at_first_failure);
     }
   }

@@ -48,4 +48,10 @@ std::string format_bytes(std::size_t bytes) {
   return fmt::format("{:.2f} GiB", b / 1073741824.0);
 }
 
+std::string format_duration(double seconds) {
+  if (seconds < 120) return fmt::format("{:.3f} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.1f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
 }  // namespace vram

@@ -13,4 +13,8 @@ std::size_t parse_size(std::string_view text);
 /// @brief Formats bytes for a table: "512 B", "3.00 MiB", "5.35 GiB".
 std::string format_bytes(std::size_t bytes);
 
+/// @brief A span of time for people: "12.345 s" under two minutes, "12.5 min" under two hours, else
+/// "72.0 h".
+std::string format_duration(double seconds);
+
 }  // namespace vram
