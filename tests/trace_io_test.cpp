@@ -196,15 +196,87 @@ TEST(trace_io, line_numbers_run_on_across_pieces) {
               HasSubstr(tmp().path("many_bad.csv") + ":100002: wrong number of fields: 4 instead of 5"));
 }
 
-TEST(trace_io, a_line_longer_than_a_piece_is_read_whole_and_judged) {
-  // A row whose addr has 2 MiB of digits: the buffer grows to hold the line, which then overflows.
+TEST(trace_io, a_long_line_under_the_cap_is_read_whole_and_judged) {
+  // A row whose addr has 100,000 digits: read whole (it crosses no limit), then refused for its number.
   trace t;
   t.events = {ev(1, trace_action::alloc, 64, 8)};
   write_trace(tmp().path("long_line.csv"), t, trace_format::torch);
-  const std::string text = slurp(tmp().path("long_line.csv")) + "2,alloc," + std::string(2 << 20, '7') + ",8,0\n";
+  const std::string text = slurp(tmp().path("long_line.csv")) + "2,alloc," + std::string(100000, '7') + ",8,0\n";
   spit(tmp().path("long_line.csv"), text);
   EXPECT_THAT(read_error(tmp().path("long_line.csv")), HasSubstr("long_line.csv:3: addr '777"));
   EXPECT_THAT(read_error(tmp().path("long_line.csv")), HasSubstr("overflows 64 bits"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hostile input: memory stays bounded by the events held, whatever the input claims or holds
+
+TEST(trace_io, a_line_past_1_mib_is_refused_in_a_file_and_in_gzip) {
+  // 2 MiB of digits on one line: before, the buffer doubled to hold it; a line of 2 GiB took 2.4 GB.
+  trace t;
+  t.events = {ev(1, trace_action::alloc, 64, 8)};
+  write_trace(tmp().path("endless.csv"), t, trace_format::torch);
+  const std::string text = slurp(tmp().path("endless.csv")) + "2,alloc," + std::string(2 << 20, '7') + ",8,0\n";
+  spit(tmp().path("endless.csv"), text);
+  const std::string cap = "a line longer than 1048576 bytes: not a trace";
+  EXPECT_THAT(read_error(tmp().path("endless.csv")), HasSubstr("endless.csv: " + cap));
+  gzFile gz = gzopen(tmp().path("endless.csv.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  gzclose(gz);
+  EXPECT_THAT(read_error(tmp().path("endless.csv.gz")), HasSubstr("endless.csv.gz: " + cap));
+}
+
+TEST(trace_io, dev_zero_is_refused_after_a_mebibyte) {
+  // A character device of endless NUL bytes: no size, no line break. Before, it grew without bound.
+  if (!std::filesystem::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  EXPECT_THAT(read_error("/dev/zero"), HasSubstr("/dev/zero: a line longer than 1048576 bytes: not a trace"));
+}
+
+TEST(trace_io, a_sparse_file_of_two_tebibytes_is_refused_without_a_huge_reserve) {
+  // The torch header, then 2 TiB of holes (NUL bytes that take no disk): the size said 55 billion rows.
+  const std::string path = tmp().path("sparse.csv");
+  spit(path, "time_us,action,addr,size,stream\n");
+  if (::truncate(path.c_str(), static_cast<off_t>(2) << 40) != 0) GTEST_SKIP() << "no sparse files here";
+  EXPECT_THAT(read_error(path), HasSubstr("sparse.csv: a line longer than 1048576 bytes: not a trace"));
+  std::filesystem::remove(path);
+}
+
+std::string gzip_bytes(const std::string& raw) {
+  uLongf len = compressBound(static_cast<uLong>(raw.size())) + 64;
+  std::string out(len, '\0');
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(trace_io, a_gzip_vram_file_is_refused_at_its_header_before_it_is_inflated) {
+  // A valid header for 1 event in 2 payload bytes, then 64 MiB of zeros: before, the whole 64 MiB was
+  // inflated and then refused; now one byte past the 2 announced is enough.
+  trace t;
+  t.events = {ev(1, trace_action::alloc, 0, 0)};
+  write_trace(tmp().path("one.vram"), t, trace_format::vram);
+  std::string raw = slurp(tmp().path("one.vram"));
+  ASSERT_EQ(raw.size(), 40u + 2u);  // tag 0x30 (alloc, same addr and size as the zero event), time 1
+  spit(tmp().path("bomb.vram.gz"), gzip_bytes(raw + std::string(64 << 20, '\0')));
+  EXPECT_THAT(read_error(tmp().path("bomb.vram.gz")), HasSubstr("payload is 3 bytes, the header says 2 (truncated?)"));
+  // A header that claims more payload than deflate can make of the compressed bytes is refused at once.
+  std::string lying = raw;
+  for (int i = 0; i < 8; ++i) lying[24 + i] = static_cast<char>(i == 5 ? 1 : 0);  // payload 2^40 bytes
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(lying.data()), 36);
+  for (int i = 0; i < 4; ++i) lying[36 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  spit(tmp().path("liar.vram.gz"), gzip_bytes(lying));
+  EXPECT_THAT(read_error(tmp().path("liar.vram.gz")),
+              HasSubstr("the header's payload of 1099511627776 bytes cannot come from"));
+  // The real thing still reads.
+  spit(tmp().path("one.vram.gz"), gzip_bytes(raw));
+  EXPECT_EQ(read_trace(tmp().path("one.vram.gz")).events.size(), 1u);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 // text_source: pieces of whole lines for the CSV parsers. Design decisions:
 //  - a piece is cut at the last '\n' of a 1 MiB buffer; the unfinished line is moved to the front and the
-//    buffer refilled behind it. A line longer than the buffer doubles it, so any line is handed out whole;
+//    buffer refilled behind it. A buffer that fills with no line break is a line of over 1 MiB: an error,
+//    so the memory a reader takes is bounded whatever the input (/dev/zero, a gzip of one endless line);
 //  - text already in memory is handed out in one piece, with no copy.
 
 #include "vram/trace/text_source.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "vram/core/error.hpp"
@@ -15,7 +17,7 @@ namespace vram::detail {
 
 namespace {
 
-constexpr std::size_t piece_size = std::size_t{1} << 20;
+constexpr std::size_t piece_size = text_source::max_line_bytes;
 
 std::size_t count_lines(std::string_view text) noexcept {
   std::size_t n = 0;
@@ -32,7 +34,7 @@ std::size_t count_lines(std::string_view text) noexcept {
 
 }  // namespace
 
-text_source::text_source(std::string_view bytes, const std::string& path) : input_size_(bytes.size()) {
+text_source::text_source(std::string_view bytes, const std::string& path) : input_size_(bytes.size()), path_(path) {
   if (is_gzip(bytes)) {
     inflater_ = std::make_unique<gzip_inflater>(bytes, path);
     size_hint_ = inflater_->size_hint();
@@ -44,15 +46,16 @@ text_source::text_source(std::string_view bytes, const std::string& path) : inpu
 }
 
 text_source::text_source(input_file& file, std::string start)
-    : file_(&file), buffer_(std::move(start)), input_size_(file.size()), size_hint_(file.size()) {
+    : file_(&file), buffer_(std::move(start)), input_size_(file.size()), size_hint_(file.size()), path_(file.path()) {
   have_ = buffer_.size();
-  buffer_.resize(have_ > piece_size ? have_ : piece_size);
+  buffer_.resize(piece_size);  // pre: start holds less than a piece (read_trace passes 16 bytes)
 }
 
 std::size_t text_source::row_estimate(std::size_t typical_row_bytes) const {
-  if (!inflater_ && !file_) return count_lines(plain_);
-  const std::size_t guess = size_hint_ / typical_row_bytes + 1;
-  return inflater_ && guess > input_size_ ? input_size_ : guess;
+  if (!inflater_ && !file_) return std::min(count_lines(plain_), max_row_estimate);
+  std::size_t guess = size_hint_ / typical_row_bytes + 1;
+  if (inflater_ && guess > input_size_) guess = input_size_;
+  return std::min(guess, max_row_estimate);
 }
 
 std::size_t text_source::produce(char* out, std::size_t len) {
@@ -66,9 +69,16 @@ std::size_t text_source::produce(char* out, std::size_t len) {
   return n;
 }
 
+void text_source::line_too_long() const {
+  throw input_error(fmt::format("{}: a line longer than {} bytes: not a trace (a trace's lines are under 100 bytes)",
+                                path_, max_line_bytes));
+}
+
 bool text_source::fill() {
   if (exhausted_) return false;
-  if (have_ == buffer_.size()) buffer_.resize(buffer_.size() * 2);  // one line longer than the buffer
+  // pre: start_ == 0 (peek() before the first piece; next() moves the unfinished line to the front), and the
+  // buffer is max_line_bytes: full, it holds one line with no end.
+  if (have_ == buffer_.size()) line_too_long();
   have_ += produce(buffer_.data() + have_, buffer_.size() - have_);
   return true;
 }

@@ -15,10 +15,18 @@ namespace vram::detail {
 
 class text_source {
  public:
+  /// @brief The longest line handed out (1 MiB; a trace's lines are under 100 bytes). A longer one is an
+  /// input_error, so /dev/zero or a gzip bomb of one endless line costs at most this much memory.
+  static constexpr std::size_t max_line_bytes = std::size_t{1} << 20;
+  /// @brief The most rows row_estimate() gives, whatever the sizes say (a 2 TiB sparse file).
+  static constexpr std::size_t max_row_estimate = std::size_t{1} << 21;
+
   /// @brief Text in memory, plain or gzip (inflated as it goes). pre: @p bytes and @p path outlive the source.
   text_source(std::string_view bytes, const std::string& path);
   /// @brief A plain text file; @p start holds the bytes already read from it. pre: @p file outlives the source.
   text_source(input_file& file, std::string start);
+
+  /// @brief As next() and peek() throw it: "PATH: a line longer than 1 MiB: not a trace".
 
   /// @brief The next piece, ending with a whole line (the last may lack its '\n'); false when the text is
   /// done. A piece stays valid until the next call.
@@ -27,7 +35,7 @@ class text_source {
   std::string_view peek();
   /// @brief Rows to reserve: exact for text in memory; the size over @p typical_row_bytes for a file, or for
   /// gzip the announced size over it, capped by the compressed size (a corrupt trailer cannot reserve
-  /// gigabytes).
+  /// gigabytes); never more than max_row_estimate (the events grow past it as they come).
   std::size_t row_estimate(std::size_t typical_row_bytes) const;
 
   /// @brief Checks handed-out <= held <= buffer size, and one source of text. @throws invariant_error.
@@ -36,6 +44,7 @@ class text_source {
  private:
   std::size_t produce(char* out, std::size_t len);  // from the inflater or the file
   bool fill();
+  [[noreturn]] void line_too_long() const;
 
   std::string_view plain_;
   bool plain_done_ = false;
@@ -47,6 +56,7 @@ class text_source {
   std::size_t start_ = 0;  // bytes of buffer_ already handed out
   std::size_t input_size_ = 0;
   std::size_t size_hint_ = 0;
+  std::string path_;
 };
 
 }  // namespace vram::detail

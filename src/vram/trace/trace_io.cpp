@@ -2,7 +2,9 @@
 //  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
 //    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
 //  - a plain CSV is read from its file 1 MiB at a time and a gzip CSV inflated 1 MiB at a time, as the
-//    parser goes; a vram file, compact, is read whole (inflated whole when gzip);
+//    parser goes; a vram file, compact, is read whole; a gzip vram file has its header inflated and checked
+//    first, then exactly the payload the header announces (and one byte, to see that nothing follows), and
+//    no more than deflate can make of the compressed bytes: memory follows the events, not the input's claims;
 //  - writers build the whole file in memory and gzip it when the path ends in ".gz".
 
 #include "vram/trace/trace_io.hpp"
@@ -54,6 +56,23 @@ trace_format detect_format(std::string_view text, const std::string& path) {
       fmt::format("{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
                   "(Thread,Time,Action,Pointer,Size,Stream)",
                   path, quote_for_error(first), torch_header));
+}
+
+// deflate makes at most 1032 bytes of one compressed byte (zlib's technical details).
+constexpr std::uint64_t max_deflate_ratio = 1032;
+
+/// @brief A gzip-compressed vram file inflated header first (see the design note).
+std::string inflate_vram(std::string_view gz, const std::string& path) {
+  gzip_inflater in(gz, path);
+  std::string out(vram_header_size, '\0');
+  out.resize(in.read(out.data(), out.size()));
+  const std::uint64_t payload = check_vram_header(out, path);
+  if (payload > gz.size() * max_deflate_ratio)
+    throw input_error(fmt::format("{}: corrupt vram trace: the header's payload of {} bytes cannot come from {} "
+                                  "compressed bytes", path, payload, gz.size()));
+  out.resize(vram_header_size + payload + 1);
+  out.resize(vram_header_size + in.read(out.data() + vram_header_size, payload + 1));
+  return out;  // one byte past the payload, if any, is for parse_vram_format to refuse
 }
 
 // Every reader returns non-negative, non-decreasing times; a trace that breaks that cannot be written.
@@ -125,7 +144,7 @@ trace read_trace(const std::string& path) {
       t.events = detail::parse_rmm_csv(*text, path);
       break;
     case trace_format::vram:
-      t.events = detail::parse_vram_format(detail::gunzip(bytes, path), path);
+      t.events = detail::parse_vram_format(detail::inflate_vram(bytes, path), path);
       break;
   }
   return t;

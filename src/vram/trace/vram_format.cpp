@@ -105,7 +105,7 @@ class payload_reader {
 
 bool is_vram_format(std::string_view bytes) noexcept { return bytes.substr(0, vram_magic.size()) == vram_magic; }
 
-std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path) {
+std::uint64_t check_vram_header(std::string_view bytes, const std::string& path) {
   const auto fail = [&](std::size_t at, std::string_view problem) {
     throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
   };
@@ -119,11 +119,20 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
   if (get_le(bytes, 12, 4) != 0) fail(12, "unknown flags");
   const std::uint64_t count = get_le(bytes, 16, 8);
   const std::uint64_t payload_size = get_le(bytes, 24, 8);
+  if (count > payload_size / min_record_size)
+    fail(16, fmt::format("event count {} cannot fit in {} payload bytes", count, payload_size));
+  return payload_size;
+}
+
+std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path) {
+  const auto fail = [&](std::size_t at, std::string_view problem) {
+    throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
+  };
+  const std::uint64_t payload_size = check_vram_header(bytes, path);
+  const std::uint64_t count = get_le(bytes, 16, 8);
   if (payload_size != bytes.size() - vram_header_size)
     fail(bytes.size(), fmt::format("payload is {} bytes, the header says {} (truncated?)",
                                    bytes.size() - vram_header_size, payload_size));
-  if (count > payload_size / min_record_size)
-    fail(16, fmt::format("event count {} cannot fit in {} payload bytes", count, payload_size));
   const std::string_view payload = bytes.substr(vram_header_size);
   if (crc32_of(payload) != get_le(bytes, 32, 4)) fail(32, "payload checksum mismatch");
 

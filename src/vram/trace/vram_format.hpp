@@ -19,6 +19,10 @@ inline constexpr std::size_t vram_header_size = 40;
 /// @brief True when @p bytes starts with the vram magic.
 bool is_vram_format(std::string_view bytes) noexcept;
 
+/// @brief Checks the 40-byte header at the start of @p bytes (magic, header CRC, version, flags, an event
+/// count that fits the payload) and returns the payload size it announces. @throws input_error as below.
+std::uint64_t check_vram_header(std::string_view bytes, const std::string& path);
+
 /// @brief Decodes a vram-format file (already inflated). @p path names the file in errors.
 /// @throws input_error "PATH: byte OFFSET: corrupt vram trace: problem" for truncated or corrupt files.
 std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path);
