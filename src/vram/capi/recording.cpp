@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <vector>
 
 #include "vram/core/error.hpp"
 
@@ -15,6 +17,13 @@ std::atomic<recording*> active_recording{nullptr};
 namespace {
 
 std::mutex start_mutex;  // serializes start and stop
+
+/// Every recording started, kept for the life of the process (a thread may still hold a stopped one); a
+/// list that is itself never destroyed, so the recordings stay reachable and no leak checker counts them.
+std::vector<std::unique_ptr<recording>>& all_recordings() {
+  static auto* const list = new std::vector<std::unique_ptr<recording>>();
+  return *list;
+}
 
 void stop_at_exit() {
   try {
@@ -97,8 +106,9 @@ void start_recording(const char* path) {
     throw usage_error(fmt::format("a recording to {} is under way; stop it first (vram_record_stop)", r->path()));
   static const bool registered = std::atexit(stop_at_exit) == 0;
   (void)registered;
-  active_recording.store(new recording(path == nullptr ? std::string() : std::string(path)),
-                         std::memory_order_release);
+  auto& list = all_recordings();
+  list.push_back(std::make_unique<recording>(path == nullptr ? std::string() : std::string(path)));
+  active_recording.store(list.back().get(), std::memory_order_release);
 }
 
 void stop_recording() {

@@ -11,7 +11,8 @@
 //    device's first event. Device 0's file is made at the start, so a path that cannot be written is
 //    reported by the call that started the recording.
 //  - A recording is stopped by vram_record_stop() and at exit; after that, calls pass through unrecorded. The
-//    object is never freed (a thread may still hold it), one small object per recording started.
+//    object is never freed (a thread may still hold it): every recording started stays in a list that lives
+//    as long as the process, one small object each.
 
 #include <array>
 #include <atomic>
