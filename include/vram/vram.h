@@ -141,14 +141,14 @@ VRAM_API int vram_reset_peak_stats(int device);
  * its extension ("run.vram" -> "run.dev1.vram"). Times are microseconds since the recording started.
  * The files are valid after every flush: when the buffer fills, at vram_record_stop() and at exit.
  * Setting VRAM_RECORD=path in the environment starts the same recording at the library's first call.
- * @return VRAM_SUCCESS; VRAM_ERROR_INVALID_ARGUMENT when a recording is already under way or @p path is
- *         NULL or empty; VRAM_ERROR_DEVICE when the file cannot be written (the message names it).
+ * @return VRAM_SUCCESS; VRAM_ERROR_INVALID_ARGUMENT when a recording is already under way, or @p path is
+ *         NULL, empty, ends in ".gz" or cannot be created (the message names it and says why).
  */
 VRAM_API int vram_record_start(const char* path);
 
 /**
  * @brief Flushes and closes the recording; does nothing when none is under way.
- * @return VRAM_SUCCESS, or VRAM_ERROR_DEVICE when writing failed (the message names the file).
+ * @return VRAM_SUCCESS, or VRAM_ERROR_INTERNAL when writing failed (the message names the file).
  */
 VRAM_API int vram_record_stop(void);
 

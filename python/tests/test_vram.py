@@ -5,31 +5,26 @@ process, so each test that needs absolute figures takes a device of its own (0 t
 Sizes round up to 512 bytes (1000 -> 1024). A block of up to 64 KiB lives in the tiny zone's 2 MiB handle; a
 3 MiB block takes two 2 MiB handles of the large zone: 6 MiB reserved for the two.
 """
-import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
 
+PACKAGE = Path(__file__).resolve().parents[1]
 os.environ.setdefault("VRAM_DEVICE", "sim:64MiB")
+for _name in [n for n in os.environ if n.startswith("VRAM_") and n not in ("VRAM_DEVICE", "VRAM_LIBRARY")]:
+    del os.environ[_name]  # no setting or recording from the caller's environment
 os.environ["VRAM_THREAD_CACHE"] = "0"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(PACKAGE))
 
 import vram  # noqa: E402
 from vram import _library  # noqa: E402
+from vram._library import free, malloc  # noqa: E402
 
 MiB = 1 << 20
-
-
-def malloc(size, device, stream=None):
-    return _library.load().vram_malloc(size, device, stream)
-
-
-def free(ptr, size, device, stream=None):
-    _library.load().vram_free(ptr, size, device, stream)
-    _library.check(_library.load().vram_last_error_code())
 
 
 class Statistics(unittest.TestCase):
@@ -44,19 +39,24 @@ class Statistics(unittest.TestCase):
         self.assertEqual(s["allocation.all.current"], 2)
         self.assertEqual(s["num_device_alloc"], 3)
         self.assertEqual(s["vram.maps"], 3)
+        self.assertEqual(s["vram.mapped_bytes"], 6 * MiB)
+        self.assertEqual(s["vram.cached_bytes"], 6 * MiB - 1024 - 3 * MiB)
 
         free(big, 3 * MiB, 2)
         s = vram.memory_stats(2)
         self.assertEqual(s["allocated_bytes.all.current"], 1024)
         self.assertEqual(s["allocated_bytes.all.peak"], 1024 + 3 * MiB)
+        self.assertEqual(s["requested_bytes.all.current"], 1000)
         self.assertEqual(s["reserved_bytes.all.current"], 6 * MiB)  # kept mapped until growth or a trim
         self.assertEqual((s["allocation.all.allocated"], s["allocation.all.freed"]), (2, 1))
+        self.assertEqual(s["allocation.all.current"], 1)
 
         self.assertEqual(vram.empty_cache(2), 4 * MiB)  # the large zone's two handles
         s = vram.memory_stats(2)
         self.assertEqual(s["reserved_bytes.all.current"], 2 * MiB)
         self.assertEqual(s["reserved_bytes.all.peak"], 6 * MiB)
         self.assertEqual((s["num_device_free"], s["vram.unmaps"]), (2, 2))
+        self.assertEqual(vram.empty_cache(2), 0)  # the tiny zone's handle holds a live block
 
         vram.reset_peak_memory_stats(2)
         self.assertEqual(vram.max_memory_allocated(2), 1024)
@@ -77,27 +77,54 @@ class Statistics(unittest.TestCase):
         self.assertEqual(snap["policy"], "vram")
         self.assertEqual([(b["address"], b["bytes"], b["state"]) for b in snap["blocks"]], [(small, 1024, "live")])
         self.assertEqual(len(snap["handles"]), 1)
-        free(small, 1000, 2)
 
-    def test_an_allocation_past_the_device_counts_as_an_oom_and_says_why(self):
-        self.assertIsNone(malloc(128 * MiB, 4))
-        code = _library.load().vram_last_error_code()
+        free(small, 1000, 2)
+        self.assertEqual(vram.empty_cache(2), 2 * MiB)
+        s = vram.memory_stats(2)
+        self.assertEqual((s["reserved_bytes.all.current"], s["allocation.all.current"]), (0, 0))
+        self.assertEqual(vram.memory_snapshot(2)["blocks"], [])
+
+    def test_every_key_and_only_these(self):
+        self.assertEqual(sorted(vram.memory_stats(7)), sorted([
+            "allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+            "reserved_bytes.all.peak", "requested_bytes.all.current", "allocation.all.current",
+            "allocation.all.allocated", "allocation.all.freed", "num_ooms", "num_alloc_retries", "num_device_alloc",
+            "num_device_free", "vram.cached_bytes", "vram.thread_cached_bytes", "vram.pending_bytes",
+            "vram.mapped_bytes", "vram.maps", "vram.unmaps", "vram.limit_bytes"]))
+
+    def test_an_allocation_past_the_device_is_an_oom_that_says_why(self):
         with self.assertRaises(vram.OutOfMemoryError) as caught:
-            _library.check(code)
+            malloc(128 * MiB, 4)
         self.assertEqual(caught.exception.code, 1)
         self.assertIsInstance(caught.exception, MemoryError)
-        self.assertIn("out of memory allocating 128.00 MiB", str(caught.exception))
-        self.assertEqual(vram.memory_stats(4)["num_ooms"], 1)
+        self.assertIsInstance(caught.exception, RuntimeError)
+        self.assertIn("vram_malloc(size=134217728, device=4, stream=0x0): vram: out of memory allocating 128.00 MiB",
+                      str(caught.exception))
+        s = vram.memory_stats(4)
+        self.assertEqual((s["num_ooms"], s["allocation.all.allocated"], s["reserved_bytes.all.current"]), (1, 0, 0))
+        self.assertIn("1 refused for lack of memory", vram.memory_summary(4))
+
+    def test_a_bad_free_is_an_error_and_changes_nothing(self):
+        p = malloc(4096, 5)
+        free(p, 4096, 5)
+        with self.assertRaises(vram.VramError) as caught:
+            free(p, 4096, 5)
+        self.assertEqual(caught.exception.code, 2)
+        self.assertNotIsInstance(caught.exception, vram.OutOfMemoryError)
+        self.assertIn("double free", str(caught.exception))
+        self.assertEqual(vram.memory_stats(5)["allocation.all.freed"], 1)
+        self.assertIsNone(malloc(0, 5))  # as cudaMalloc: no block, no error
 
     def test_a_limit_is_kept_and_refuses_what_would_pass_it(self):
         vram.set_memory_limit(8 * MiB, 3)
         self.assertEqual(vram.get_memory_limit(3), 8 * MiB)
         self.assertEqual(vram.memory_stats(3)["vram.limit_bytes"], 8 * MiB)
         self.assertIn("limit: 8.00 MiB\n", vram.memory_summary(3))
-        self.assertIsNone(malloc(16 * MiB, 3))
+        with self.assertRaises(vram.OutOfMemoryError):
+            malloc(16 * MiB, 3)
         p = malloc(4 * MiB, 3)
-        self.assertTrue(p)
         free(p, 4 * MiB, 3)
+        self.assertEqual(vram.memory_stats(3)["num_ooms"], 1)
         vram.set_memory_limit(0, 3)
         self.assertEqual(vram.get_memory_limit(3), 0)
         with self.assertRaises(ValueError):
@@ -108,6 +135,8 @@ class Statistics(unittest.TestCase):
             vram.memory_stats(8)
         self.assertEqual(caught.exception.code, 2)
         self.assertIn("device 8 is out of range", str(caught.exception))
+        with self.assertRaises(vram.VramError):
+            vram.device_name(-1)
         with self.assertRaises(ValueError):
             vram.memory_stats("cpu")
         with self.assertRaises(TypeError):
@@ -116,58 +145,136 @@ class Statistics(unittest.TestCase):
     def test_devices_are_counted_and_named(self):
         self.assertEqual(vram.device_count(), 8)
         self.assertEqual(vram.device_name(5), "simulated device #5 (64 MiB, 2 MiB granules)")
+        self.assertEqual(vram.device_name(), "simulated device #0 (64 MiB, 2 MiB granules)")
 
-    def test_torch_like_devices_are_read(self):
+    def test_devices_are_read_as_torch_writes_them(self):
         class Dev:
-            type, index = "cuda", 6
-        self.assertEqual(vram._index(Dev()), 6)
+            def __init__(self, type, index):
+                self.type, self.index = type, index
+        self.assertEqual(vram._index(Dev("cuda", 6)), 6)
+        self.assertEqual(vram._index(Dev("cuda", None)), 0)  # the current device; 0 before torch starts CUDA
+        self.assertEqual(vram._index("cuda:3"), 3)
         self.assertEqual(vram._index("cuda"), 0)
         self.assertEqual(vram._index(None), 0)
+        with self.assertRaises(ValueError):
+            vram._index(Dev("cpu", None))
+        with self.assertRaises(ValueError):
+            vram._index("cuda:x")
+
+    def test_sizes_are_written_for_people(self):
+        cases = {0: "0 B", 1023: "1023 B", 1024: "1.00 KiB", 1536: "1.50 KiB", 3 * MiB: "3.00 MiB",
+                 1023 * MiB: "1023.00 MiB", 8 << 30: "8.00 GiB", 5 * (1 << 40): "5120.00 GiB"}
+        self.assertEqual({n: vram.format_bytes(n) for n in cases}, cases)
 
 
 class Recording(unittest.TestCase):
     def test_a_recording_holds_every_call_made_while_it_ran(self):
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "run.vram"
+            malloc_before = malloc(512, 0)  # made before the recording: its free alone is recorded
             vram.record_start(path)
             a = malloc(1000, 0)
             b = malloc(2 * MiB, 0)
             free(a, 1000, 0)
             free(b, 2 * MiB, 0)
+            free(malloc_before, 512, 0)
             with self.assertRaises(vram.VramError) as caught:
                 vram.record_start(path)
+            self.assertEqual(caught.exception.code, 2)
             self.assertIn("is under way", str(caught.exception))
             vram.record_stop()
+            vram.record_stop()  # none under way: nothing to do
+            free(malloc(4096, 0), 4096, 0)  # after the recording: not in it
             data = path.read_bytes()
             self.assertEqual(data[:8], b"\x89VRAMTR\n")
-            self.assertEqual(int.from_bytes(data[16:24], "little"), 4)  # two allocations and two frees
+            self.assertEqual(int.from_bytes(data[16:24], "little"), 5)  # two allocations and three frees
             self.assertEqual(int.from_bytes(data[24:32], "little"), len(data) - 40)
 
     def test_a_recording_into_a_missing_folder_is_refused(self):
         with self.assertRaises(vram.VramError) as caught:
             vram.record_start("/nonexistent-folder/run.vram")
-        self.assertIn("cannot create", str(caught.exception))
+        # vram.h says VRAM_ERROR_DEVICE here, the library (and tests/capi_recording_test.cpp) give
+        # VRAM_ERROR_INVALID_ARGUMENT: either is an error naming the file.
+        self.assertIn(caught.exception.code, (2, 3))
+        self.assertIn("vram_record_start(path=/nonexistent-folder/run.vram): /nonexistent-folder/run.vram: "
+                      "cannot create", str(caught.exception))
 
 
 class Loading(unittest.TestCase):
-    def run_python(self, code, **env):
-        full = dict(os.environ, **env)
-        full["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-        return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
+    """Where the library is looked for, each case in a fresh Python so that nothing is loaded yet."""
+
+    def run_python(self, code, package=PACKAGE, **env):
+        full = {k: v for k, v in os.environ.items() if k != "VRAM_LIBRARY"}
+        full.update(env, PYTHONPATH=str(package))
+        return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60,
+                              cwd=tempfile.gettempdir())
+
+    def tree(self, folder, source_tree, beside, built):
+        """A copy of the package in folder/python/vram, with include/vram/vram.h beside it (a source tree)
+        or not, and libvram.so beside the package and in folder/build, or not. Returns folder/python."""
+        package = Path(folder) / "python"
+        shutil.copytree(PACKAGE / "vram", package / "vram", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        if source_tree:
+            (Path(folder) / "include" / "vram").mkdir(parents=True)
+            (Path(folder) / "include" / "vram" / "vram.h").write_text("")
+        library = vram.library_path()
+        if beside:
+            os.symlink(library, package / "vram" / "libvram.so")
+        if built:
+            (Path(folder) / "build").mkdir()
+            os.symlink(library, Path(folder) / "build" / "libvram.so")
+        return package
 
     def test_vram_library_names_the_one_library_looked_at(self):
         r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY="/nonexistent/libvram.so")
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("libvram.so could not be loaded; looked at:\n  /nonexistent/libvram.so (VRAM_LIBRARY): "
-                      "no such file", r.stderr)
+        self.assertIn("vram._library.VramError: libvram.so could not be loaded; looked at:\n"
+                      "  /nonexistent/libvram.so (VRAM_LIBRARY): no such file\n", r.stderr)
 
-    def test_the_library_in_use_is_the_one_named(self):
-        self.assertEqual(Path(vram.library_path()).resolve(), Path(os.environ["VRAM_LIBRARY"]).resolve()
-                         if "VRAM_LIBRARY" in os.environ else Path(vram.library_path()).resolve())
-        self.assertTrue(Path(vram.library_path()).is_file())
+    def test_a_file_that_is_no_library_is_named_with_the_loader_s_reason(self):
+        with tempfile.TemporaryDirectory() as folder:
+            bogus = Path(folder) / "libvram.so"
+            bogus.write_text("not a library")
+            r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY=str(bogus))
+        self.assertIn(f"looked at:\n  {bogus} (VRAM_LIBRARY): {bogus}: ", r.stderr)
+
+    def test_in_a_source_tree_beside_the_package_comes_before_the_build_folder(self):
+        code = "import vram; print(vram.library_path()); print(vram.device_count())"
+        with tempfile.TemporaryDirectory() as folder:
+            package = self.tree(folder, source_tree=True, beside=True, built=True)
+            r = self.run_python(code, package)
+            self.assertEqual(r.stdout, f"{package / 'vram' / 'libvram.so'}\n8\n", r.stderr)
+        with tempfile.TemporaryDirectory() as folder:
+            package = self.tree(folder, source_tree=True, beside=False, built=True)
+            r = self.run_python(code, package)
+            self.assertEqual(r.stdout, f"{Path(folder) / 'build' / 'libvram.so'}\n8\n", r.stderr)
+
+    def test_none_found_names_every_place_looked(self):
+        code = "import vram\ntry:\n    vram.device_count()\nexcept vram.VramError as e:\n    print(e)"
+        with tempfile.TemporaryDirectory() as folder:
+            package = self.tree(folder, source_tree=True, beside=False, built=False)
+            r = self.run_python(code, package)
+            self.assertEqual(r.stdout, (
+                "libvram.so could not be loaded; looked at:\n"
+                f"  {package / 'vram' / 'libvram.so'} (beside the package): no such file\n"
+                f"  {Path(folder) / 'build' / 'libvram.so'} (the source tree's build folder): no such file\n"
+                "Build it (cmake --build build --target vram_c) and set VRAM_LIBRARY to its path.\n"), r.stderr)
+        with tempfile.TemporaryDirectory() as folder:  # installed: no source tree around it, no build folder
+            package = self.tree(folder, source_tree=False, beside=False, built=True)
+            r = self.run_python(code, package)
+            self.assertIn(f"looked at:\n  {package / 'vram' / 'libvram.so'} (beside the package): no such file\n"
+                          "Build it", r.stdout)
+
+    def test_the_library_in_use_is_the_one_named_or_the_first_found(self):
+        named = os.environ.get("VRAM_LIBRARY")
+        if named:
+            self.assertEqual(vram.library_path(), os.path.abspath(named))
+        else:
+            first = next(p for p, _ in _library.candidates() if p.is_file())
+            self.assertEqual(vram.library_path(), os.path.abspath(first))
 
     def test_loads_where_glibc_leaves_no_static_tls_for_dlopen(self):
-        r = self.run_python("import vram; print(vram.device_count())",
+        r = self.run_python("import vram; print(vram.device_count())", VRAM_LIBRARY=vram.library_path(),
                             GLIBC_TUNABLES="glibc.rtld.optional_static_tls=0")
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "8\n", ""))
 

@@ -4,6 +4,11 @@ The functions mirror torch.cuda's where the meaning is the same (memory_stats, m
 reset_peak_memory_stats, empty_cache, memory_allocated, ...), since PyTorch's own are empty when a pluggable
 allocator such as vram serves its tensors. `vram.torch.enable()` puts PyTorch's CUDA tensors in the pool.
 
+A device is an index, 'cuda:N', a torch.device, or None (the default: torch's current device once PyTorch
+has started CUDA, else 0). A failing call raises VramError (a RuntimeError) with the library's message and
+vram.h's status as `.code`; an out-of-memory raises OutOfMemoryError, a VramError and a MemoryError. The
+library is found and loaded on first use (vram._library says where it is looked for).
+
 memory_stats() keys, with PyTorch's names where vram has the same figure:
 
 | key | meaning |
@@ -21,8 +26,9 @@ PyTorch's keys that vram has no equivalent for are left out rather than faked: a
 inactive_split*, segment.*, oversize_*, max_split_size, num_sync_all_streams, and the small_pool /
 large_pool breakdowns.
 """
-import json as _json
 import ctypes as _ctypes
+import json as _json
+import sys as _sys
 
 from ._library import OutOfMemoryError, VramError, Stats as _Stats
 from . import _library
@@ -36,11 +42,10 @@ __all__ = [
 
 
 def _index(device):
-    """A device index from an int, None (device 0, or torch's current device once CUDA is up), 'cuda:N',
-    or a torch.device."""
+    """A device index from an int, 'cuda:N', a torch.device, or None, 'cuda' and torch.device('cuda') for the
+    current device: torch's once PyTorch has started CUDA, else 0. torch is never imported here."""
     if device is None:
-        import sys
-        torch = sys.modules.get("torch")
+        torch = _sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             return torch.cuda.current_device()
         return 0
@@ -52,11 +57,11 @@ def _index(device):
     if getattr(device, "type", None) is not None:  # a torch.device
         if device.type != "cuda":
             raise ValueError(f"device {device}: vram serves CUDA devices")
-        return 0 if index is None else index
+        return _index(None) if index is None else index
     if isinstance(device, str):
         kind, _, number = device.partition(":")
         if kind == "cuda" and (number == "" or number.isdigit()):
-            return int(number or 0)
+            return int(number) if number else _index(None)
     raise ValueError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
 
 
@@ -145,7 +150,7 @@ def device_count():
     """The number of device indices: the CUDA devices the process sees, or 8 simulated devices."""
     n = _library.load().vram_device_count()
     if n < 0:
-        _library.check(_library.load().vram_last_error_code())
+        _library.fail("vram_device_count")
     return n
 
 
@@ -153,7 +158,7 @@ def device_name(device=None):
     """The device's description, e.g. 'NVIDIA H200 (cuda:0, 143771 MiB, 2 MiB granules)'."""
     name = _library.load().vram_device_name(_index(device))
     if name is None:
-        _library.check(_library.load().vram_last_error_code())
+        _library.fail("vram_device_name")
     return name.decode()
 
 
@@ -162,7 +167,7 @@ def memory_snapshot(device=None):
     lib = _library.load()
     text = lib.vram_snapshot_json(_index(device))
     if not text:
-        _library.check(lib.vram_last_error_code())
+        _library.fail("vram_snapshot_json")
     try:
         return _json.loads(_ctypes.string_at(text).decode())
     finally:

@@ -1,9 +1,14 @@
 """Finding and loading libvram.so, the prototypes of its C API (include/vram/vram.h), and its errors.
 
-The library is the file the environment variable VRAM_LIBRARY names, when it is set; otherwise libvram.so
-beside this package's own files, then <repo>/build/libvram.so when the package is used from the source tree. It is
-loaded once, with ctypes.CDLL (dlopen): PyTorch opening the same path later gets the same library, so both
-see the same pools.
+The library is the file the environment variable VRAM_LIBRARY names, when it is set (and only that one: a
+library the user named is never replaced by another silently); otherwise libvram.so beside this package's own
+files, then <repo>/build/libvram.so when the package is used from the source tree (python/vram/ beside the
+repository's include/vram/vram.h). None found is a VramError naming every place looked. The library is loaded
+once, with ctypes.CDLL (dlopen): PyTorch opening the same path later gets the same library, so both see the
+same pools.
+
+load() gives the ctypes handle, with argtypes and restype set for every function of vram.h; malloc() and
+free() call vram_malloc / vram_free and raise the library's error, for tests and scripts.
 """
 import ctypes
 import os
@@ -49,9 +54,10 @@ def candidates():
     env = os.environ.get("VRAM_LIBRARY")
     if env:
         return [(Path(env), "VRAM_LIBRARY")]
-    found = []
-    found.append((_HERE / "libvram.so", "beside the package"))
-    found.append((_HERE.parent.parent / "build" / "libvram.so", "the source tree's build folder"))
+    found = [(_HERE / "libvram.so", "beside the package")]
+    repo = _HERE.parent.parent
+    if (repo / "include" / "vram" / "vram.h").is_file():
+        found.append((repo / "build" / "libvram.so", "the source tree's build folder"))
     return found
 
 
@@ -103,13 +109,14 @@ def load():
             if not path.is_file():
                 tried.append(f"{path} ({origin}): no such file")
                 continue
+            full = os.path.abspath(path)  # the same file for PyTorch whatever the working directory then
             try:
-                lib = ctypes.CDLL(str(path))
+                lib = ctypes.CDLL(full)
             except OSError as e:
                 tried.append(f"{path} ({origin}): {e}")
                 continue
             _prototypes(lib)
-            _lib, _path = lib, str(path)
+            _lib, _path = lib, full
             return _lib
         raise VramError("libvram.so could not be loaded; looked at:\n  " + "\n  ".join(tried) +
                         "\nBuild it (cmake --build build --target vram_c) and set VRAM_LIBRARY to its path.",
@@ -117,7 +124,7 @@ def load():
 
 
 def path():
-    """The path of the loaded library (loading it first)."""
+    """The absolute path of the loaded library (loading it first); symbolic links are left as they are."""
     load()
     return _path
 
@@ -134,3 +141,24 @@ def check(status):
         return
     error = OutOfMemoryError if status == ERROR_OUT_OF_MEMORY else VramError
     raise error(last_error(), status)
+
+
+def fail(call):
+    """Raises the error of a call that reported failure through its result (NULL, -1): its status, or an
+    internal error should the status read 0."""
+    check(load().vram_last_error_code())
+    raise VramError(f"{call} failed without a status", ERROR_INTERNAL)
+
+
+def malloc(size, device=0, stream=None):
+    """vram_malloc: the block's address as an int (None for size 0). Raises OutOfMemoryError or VramError."""
+    ptr = load().vram_malloc(size, device, stream)
+    if ptr is None and size != 0:
+        fail("vram_malloc")
+    return ptr
+
+
+def free(ptr, size, device=0, stream=None):
+    """vram_free, with size, device and stream as given to malloc(). Raises VramError for a bad free."""
+    load().vram_free(ptr, size, device, stream)
+    check(load().vram_last_error_code())

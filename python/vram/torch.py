@@ -2,14 +2,20 @@
 
 enable() loads libvram.so (vram._library), gives PyTorch its allocation functions through
 torch.cuda.memory.CUDAPluggableAllocator and change_current_allocator, and refuses CUDA graph capture
-(below). The functions come from libvram_torch.so where it was built beside libvram.so (it turns an
-out-of-memory into torch.OutOfMemoryError with vram's message); else from libvram.so itself, whose NULL on
-an out-of-memory PyTorch does not check.
+(below). The functions are vram_torch_malloc / vram_torch_free from libvram_torch.so (the file
+VRAM_TORCH_LIBRARY names, else the one beside libvram.so where the build made it), which turn an
+out-of-memory into torch.OutOfMemoryError with vram's message; else vram_malloc / vram_free from libvram.so
+itself, whose NULL on an out-of-memory PyTorch does not check (enable() warns once).
 
 CUDA graphs: torch.cuda.graph gives the graph's memory a private pool through allocator hooks that
 PyTorch's Python API does not let a pluggable allocator set, so under vram memory a captured graph still
-uses could be handed to other work after capture. enable() makes CUDAGraph.capture_begin raise VramError
-saying so, rather than let a graph replay over another tensor's memory.
+uses could be handed to other work after capture. enable() makes CUDAGraph.capture_begin (and
+torch.cuda.graph's __enter__, before it switches streams) raise VramError saying so, rather than let a graph
+replay over another tensor's memory; the originals stay as CUDAGraph._vram_original_capture_begin and
+torch.cuda.graph._vram_original_enter.
+
+memory_stats, memory_summary, empty_cache and the other memory functions are the package's own, here too
+for code that reads `vram.torch.memory_stats()` beside `torch.cuda.memory_stats()`.
 
 This module imports torch only inside its functions.
 """
@@ -19,6 +25,10 @@ from pathlib import Path
 
 from ._library import VramError
 from . import _library
+# torch.cuda's memory functions do not reach a pluggable allocator: vram's own, under the same names, whose
+# device defaults to torch's current one once CUDA has started.
+from . import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,  # noqa: F401
+               memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_peak_memory_stats)
 
 # The pool's settings and their variables (src/vram/pool/pool_options.hpp).
 SETTINGS = {
@@ -35,27 +45,34 @@ SETTINGS = {
     "membarrier": "VRAM_MEMBARRIER",
 }
 
-_state = None  # what enable() did: {"settings", "library", "functions", "record"}
+_state = None  # what enable() did: {"settings", "record", "library", "functions", "allocator"}
 
 
 def _torch():
     try:
         import torch
     except ImportError as e:
-        raise VramError(f"vram.torch needs PyTorch, which cannot be imported here: {e}") from e
+        raise VramError(f"vram.torch needs PyTorch, which cannot be imported here: {e}",
+                        _library.ERROR_INVALID_ARGUMENT) from e
     return torch
 
 
 def settings_environment(settings):
-    """The VRAM_* variables for pool settings given by name. TypeError for an unknown name."""
+    """The VRAM_* variables for pool settings given by name: bools as "1" / "0", numbers in decimal, strings
+    as they are ("8GiB"); the library checks the values when it makes each device's pool. TypeError for an
+    unknown name or a value of another type."""
     env = {}
     for name, value in settings.items():
         if name not in SETTINGS:
             raise TypeError(f"unknown vram setting {name!r}; the settings: {', '.join(SETTINGS)}")
         if isinstance(value, bool):
             text = "1" if value else "0"
-        else:
+        elif isinstance(value, float) and value.is_integer():
+            text = str(int(value))  # 1e9 bytes -> "1000000000", which sizes accept
+        elif isinstance(value, (int, float, str)):
             text = str(value)
+        else:
+            raise TypeError(f"vram setting {name}={value!r}: want an int, a float, a bool or a string")
         env[SETTINGS[name]] = text
     return env
 
@@ -63,11 +80,16 @@ def settings_environment(settings):
 def _allocator_library():
     """(path, malloc name, free name) for PyTorch: the shim where it exists, else libvram.so."""
     named = os.environ.get("VRAM_TORCH_LIBRARY")
-    shim = Path(named) if named else Path(_library.path()).resolve().parent / "libvram_torch.so"
-    if shim.is_file():
-        return str(shim), "vram_torch_malloc", "vram_torch_free"
     if named:
-        raise VramError(f"VRAM_TORCH_LIBRARY={named}: no such file")
+        if not Path(named).is_file():
+            raise VramError(f"VRAM_TORCH_LIBRARY={named}: no such file", _library.ERROR_INVALID_ARGUMENT)
+        return named, "vram_torch_malloc", "vram_torch_free"
+    loaded = Path(_library.path())
+    places = [loaded.parent / "libvram_torch.so", loaded.resolve().parent / "libvram_torch.so"]
+    for shim in places:
+        if shim.is_file():
+            return str(shim), "vram_torch_malloc", "vram_torch_free"
+    shim = places[0]
     warnings.warn(f"vram: {shim} was not found (it is built where python3 imports torch), so an out-of-memory "
                   "inside PyTorch gives a tensor with a NULL pointer rather than torch.OutOfMemoryError; read "
                   "vram.memory_stats()['num_ooms'] and vram._library.last_error()", RuntimeWarning, stacklevel=3)
@@ -75,6 +97,7 @@ def _allocator_library():
 
 
 def _refuse_capture(self, *args, **kwargs):
+    """Stands for CUDAGraph.capture_begin and torch.cuda.graph.__enter__ once enable() has run."""
     raise VramError(
         "CUDA graph capture is not supported under vram's pool: PyTorch gives a captured graph's memory a private "
         "pool through allocator hooks that a pluggable allocator cannot set from Python, so memory the graph "
@@ -83,43 +106,60 @@ def _refuse_capture(self, *args, **kwargs):
         "allocator.", _library.ERROR_INVALID_ARGUMENT)
 
 
+def _refuse(cls, name):
+    """Puts _refuse_capture in place of cls.name, keeping the original as cls._vram_original_<name>."""
+    if getattr(cls, name) is not _refuse_capture:
+        setattr(cls, "_vram_original_" + name.strip("_"), getattr(cls, name))
+        setattr(cls, name, _refuse_capture)
+
+
 def enable(record=None, **settings):
     """Puts every CUDA tensor of the process in vram's pool. Call before CUDA is initialised.
 
     settings: the pool's settings by name (limit, max_cached_ratio, max_handle, small_handle, burst_bytes,
     burst_window, aliasing, reserve_ratio, thread_cache, thread_cache_bytes, membarrier), as ints, floats,
-    bools or strings such as "8GiB"; they apply to each device's pool when it is made.
+    bools or strings such as "8GiB"; they are set as their VRAM_* variables and apply to each device's pool
+    when it is made. An unknown name is a TypeError listing the known ones.
     record: a path; every allocation and free is written there as a trace (vram.record_start).
-    A second call with the same arguments does nothing; with others it raises VramError.
+    Returns a dict of what was done: settings, record, library, functions (the two names), allocator.
+    A second call with the same arguments returns the same dict; with others it raises VramError, as it does
+    once CUDA is initialised, without PyTorch, and for a VRAM_TORCH_LIBRARY that names no file.
     """
     global _state
     wanted = {"settings": dict(settings), "record": None if record is None else str(record)}
     if _state is not None:
         if {k: _state[k] for k in wanted} != wanted:
             raise VramError(f"vram.torch.enable() was already called with {_state['settings']} "
-                            f"(record={_state['record']}); the pool's settings cannot change in a running process")
+                            f"(record={_state['record']}); the pool's settings cannot change in a running process",
+                            _library.ERROR_INVALID_ARGUMENT)
         return _state
     env = settings_environment(settings)
     torch = _torch()
     if torch.cuda.is_initialized():
         raise VramError("vram.torch.enable() must come before CUDA is initialised (before the first CUDA tensor "
                         "or torch.cuda call that starts CUDA): PyTorch cannot change the allocator of a running "
-                        "CUDA context. Call it first thing in the program, and restart the process.")
+                        "CUDA context. Call it first thing in the program, and restart the process.",
+                        _library.ERROR_INVALID_ARGUMENT)
     if env and _library._lib is not None:
         warnings.warn("vram: libvram.so was used before enable(): its settings reach only the devices whose pool "
                       "is not made yet", RuntimeWarning, stacklevel=2)
     os.environ.update(env)
     _library.load()
     path, malloc_name, free_name = _allocator_library()
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, malloc_name, free_name)
-    torch.cuda.memory.change_current_allocator(allocator)
     if record is not None:
         from . import record_start
         record_start(record)
-    graph = torch.cuda.CUDAGraph
-    if getattr(graph.capture_begin, "__name__", "") != _refuse_capture.__name__:
-        graph._vram_original_capture_begin = graph.capture_begin
-        graph.capture_begin = _refuse_capture
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(path, malloc_name, free_name)
+        torch.cuda.memory.change_current_allocator(allocator)
+    except BaseException:
+        if record is not None:
+            from . import record_stop
+            record_stop()
+        raise
+    _refuse(torch.cuda.CUDAGraph, "capture_begin")
+    if isinstance(getattr(torch.cuda, "graph", None), type):
+        _refuse(torch.cuda.graph, "__enter__")  # before it enters its capture stream, which would stay current
     _state = dict(wanted, library=path, functions=(malloc_name, free_name), allocator=allocator)
     return _state
 
@@ -128,21 +168,4 @@ def enabled():
     """True once enable() has put PyTorch's tensors in vram's pool."""
     return _state is not None
 
-
-def memory_stats(device=None):
-    """vram.memory_stats for a torch device (None: the current one)."""
-    from . import memory_stats as stats
-    return stats(device)
-
-
-def memory_summary(device=None):
-    """vram.memory_summary for a torch device (None: the current one)."""
-    from . import memory_summary as summary
-    return summary(device)
-
-
-def empty_cache(device=None):
-    """vram.empty_cache: torch.cuda.empty_cache() does not reach a pluggable allocator."""
-    from . import empty_cache as trim
-    return trim(device)
 
