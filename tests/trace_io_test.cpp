@@ -4,17 +4,21 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
-#include <unistd.h>
-
 #include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vram/core/error.hpp"
@@ -218,18 +222,18 @@ TEST(trace_io, a_line_past_1_mib_is_refused_in_a_file_and_in_gzip) {
   const std::string text = slurp(tmp().path("endless.csv")) + "2,alloc," + std::string(2 << 20, '7') + ",8,0\n";
   spit(tmp().path("endless.csv"), text);
   const std::string cap = "a line longer than 1048576 bytes: not a trace";
-  EXPECT_THAT(read_error(tmp().path("endless.csv")), HasSubstr("endless.csv: " + cap));
+  EXPECT_THAT(read_error(tmp().path("endless.csv")), HasSubstr("endless.csv:3: " + cap));
   gzFile gz = gzopen(tmp().path("endless.csv.gz").c_str(), "wb");
   ASSERT_NE(gz, nullptr);
   ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
   gzclose(gz);
-  EXPECT_THAT(read_error(tmp().path("endless.csv.gz")), HasSubstr("endless.csv.gz: " + cap));
+  EXPECT_THAT(read_error(tmp().path("endless.csv.gz")), HasSubstr("endless.csv.gz:3: " + cap));
 }
 
 TEST(trace_io, dev_zero_is_refused_after_a_mebibyte) {
   // A character device of endless NUL bytes: no size, no line break. Before, it grew without bound.
   if (!std::filesystem::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
-  EXPECT_THAT(read_error("/dev/zero"), HasSubstr("/dev/zero: a line longer than 1048576 bytes: not a trace"));
+  EXPECT_THAT(read_error("/dev/zero"), HasSubstr("/dev/zero:1: a line longer than 1048576 bytes: not a trace"));
 }
 
 TEST(trace_io, a_sparse_file_of_two_tebibytes_is_refused_without_a_huge_reserve) {
@@ -237,7 +241,7 @@ TEST(trace_io, a_sparse_file_of_two_tebibytes_is_refused_without_a_huge_reserve)
   const std::string path = tmp().path("sparse.csv");
   spit(path, "time_us,action,addr,size,stream\n");
   if (::truncate(path.c_str(), static_cast<off_t>(2) << 40) != 0) GTEST_SKIP() << "no sparse files here";
-  EXPECT_THAT(read_error(path), HasSubstr("sparse.csv: a line longer than 1048576 bytes: not a trace"));
+  EXPECT_THAT(read_error(path), HasSubstr("sparse.csv:2: a line longer than 1048576 bytes: not a trace"));
   std::filesystem::remove(path);
 }
 
@@ -258,17 +262,19 @@ std::string gzip_bytes(const std::string& raw) {
 
 TEST(trace_io, a_gzip_vram_file_is_refused_at_its_header_before_it_is_inflated) {
   // A valid header for 1 event in 2 payload bytes, then 64 MiB of zeros: before, the whole 64 MiB was
-  // inflated and then refused; now one byte past the 2 announced is enough.
+  // inflated and then refused; now one byte past the 2 announced is enough, and the refusal names the 2.
   trace t;
   t.events = {ev(1, trace_action::alloc, 0, 0)};
   write_trace(tmp().path("one.vram"), t, trace_format::vram);
   std::string raw = slurp(tmp().path("one.vram"));
   ASSERT_EQ(raw.size(), 40u + 2u);  // tag 0x30 (alloc, same addr and size as the zero event), time 1
   spit(tmp().path("bomb.vram.gz"), gzip_bytes(raw + std::string(64 << 20, '\0')));
-  EXPECT_THAT(read_error(tmp().path("bomb.vram.gz")), HasSubstr("payload is 3 bytes, the header says 2 (truncated?)"));
+  EXPECT_THAT(read_error(tmp().path("bomb.vram.gz")),
+              HasSubstr("byte 42: corrupt vram trace: the data goes on past the 2-byte payload the header gives"));
   // A header that claims more payload than deflate can make of the compressed bytes is refused at once.
   std::string lying = raw;
   for (int i = 0; i < 8; ++i) lying[24 + i] = static_cast<char>(i == 5 ? 1 : 0);  // payload 2^40 bytes
+  for (int i = 0; i < 8; ++i) lying[16 + i] = static_cast<char>(i == 4 ? 0x40 : 0);  // 2^38 events: they fit
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(lying.data()), 36);
   for (int i = 0; i < 4; ++i) lying[36 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   spit(tmp().path("liar.vram.gz"), gzip_bytes(lying));
@@ -277,6 +283,102 @@ TEST(trace_io, a_gzip_vram_file_is_refused_at_its_header_before_it_is_inflated) 
   // The real thing still reads.
   spit(tmp().path("one.vram.gz"), gzip_bytes(raw));
   EXPECT_EQ(read_trace(tmp().path("one.vram.gz")).events.size(), 1u);
+}
+
+// A vram header for @p count events in @p payload_size bytes, sealed with its CRC (payload CRC 0).
+std::string vram_header_claiming(std::uint64_t count, std::uint64_t payload_size) {
+  std::string h = "\x89VRAMTR\n" + std::string(32, '\0');
+  for (int i = 0; i < 8; ++i) {
+    if (i < 4) h[8 + i] = static_cast<char>(i == 0 ? 1 : 0);  // version 1, flags 0
+    h[16 + i] = static_cast<char>((count >> (8 * i)) & 0xff);
+    h[24 + i] = static_cast<char>((payload_size >> (8 * i)) & 0xff);
+  }
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(h.data()), 36);
+  for (int i = 0; i < 4; ++i) h[36 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  return h;
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+TEST(trace_io, a_gzip_vram_header_claiming_gigabytes_costs_only_the_bytes_that_follow) {
+  // 2 MB of gzip (random bytes do not compress) under a header that claims a 1.9 GB payload of 475 million
+  // events: deflate could make that much of 2 MB, so only the bytes that really come may be held. Before,
+  // the claimed 1.9 GB was allocated and zeroed first.
+  std::mt19937 rng(7);
+  std::string raw = vram_header_claiming(475'000'000, 1'900'000'000);
+  for (int i = 0; i < 2'000'000; ++i) raw += static_cast<char>(rng());
+  spit(tmp().path("claims.vram.gz"), gzip_bytes(raw));
+  const long before = peak_rss_kib();
+  EXPECT_THAT(read_error(tmp().path("claims.vram.gz")),
+              HasSubstr("byte 2000040: corrupt vram trace: payload is 2000000 bytes, the header says 1900000000"));
+  EXPECT_LT(peak_rss_kib() - before, 256 * 1024) << "KiB more at the peak";
+}
+
+TEST(trace_io, a_vram_header_with_more_payload_than_its_events_can_take_is_refused) {
+  // A record is at most 41 bytes (a tag and four 10-byte varints): 1 event cannot take 100 bytes.
+  spit(tmp().path("roomy.vram"), vram_header_claiming(1, 100) + std::string(100, '\0'));
+  EXPECT_THAT(read_error(tmp().path("roomy.vram")),
+              HasSubstr("byte 24: corrupt vram trace: payload of 100 bytes is more than 1 events can take"));
+}
+
+// What read_trace says of a FIFO that a thread fills with @p head and then zero bytes, up to @p limit
+// bytes or until the reader closes it, and how many bytes went in: a file of no known size, as a pipe
+// from another program is.
+struct pipe_read {
+  std::string error;
+  std::size_t written = 0;
+};
+pipe_read read_a_pipe(const std::string& head, std::size_t limit) {
+  const std::string fifo = tmp().path("pipe");
+  ::unlink(fifo.c_str());
+  if (::mkfifo(fifo.c_str(), 0600) != 0) return {"no fifo", 0};
+  const auto old_handler = std::signal(SIGPIPE, SIG_IGN);  // the reader closes early: EPIPE, not a signal
+  pipe_read r;
+  std::thread writer([&] {
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    const std::string zeros(std::size_t{1} << 16, '\0');
+    for (bool first = true; r.written < limit; first = false) {
+      const std::string& chunk = first ? head : zeros;
+      const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+      if (n <= 0) break;
+      r.written += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  });
+  r.error = read_error(fifo);
+  writer.join();
+  std::signal(SIGPIPE, old_handler);
+  ::unlink(fifo.c_str());
+  return r;
+}
+
+TEST(trace_io, a_pipe_of_gzip_is_inflated_as_it_comes_not_read_whole) {
+  // A gzip header, then zeros (a corrupt stored block): refused after the first 256 KiB read. Before, the
+  // whole 64 MiB was read first, and an endless pipe grew until the memory ran out.
+  const pipe_read r = read_a_pipe(std::string("\x1f\x8b\x08\0\0\0\0\0\0\x03", 10), std::size_t{64} << 20);
+  if (r.error == "no fifo") GTEST_SKIP() << "no FIFOs here";
+  EXPECT_THAT(r.error, HasSubstr("pipe: corrupt gzip data"));
+  EXPECT_LT(r.written, std::size_t{8} << 20) << "bytes the reader let in";
+}
+
+TEST(trace_io, a_pipe_of_vram_is_read_no_further_than_its_header_says) {
+  // A valid header and payload of one event, then zeros: refused one byte past the 2-byte payload. Before,
+  // the whole 64 MiB was read first, and an endless pipe grew until the memory ran out.
+  const std::string payload("\x30\x01", 2);
+  std::string head = vram_header_claiming(1, 2) + payload;
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(payload.data()), 2);
+  for (int i = 0; i < 4; ++i) head[32 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  const uLong header_crc = crc32(0L, reinterpret_cast<const Bytef*>(head.data()), 36);
+  for (int i = 0; i < 4; ++i) head[36 + i] = static_cast<char>((header_crc >> (8 * i)) & 0xff);
+  const pipe_read r = read_a_pipe(head, std::size_t{64} << 20);
+  if (r.error == "no fifo") GTEST_SKIP() << "no FIFOs here";
+  EXPECT_THAT(r.error, HasSubstr("pipe: byte 42: corrupt vram trace: the data goes on past the 2-byte payload"));
+  EXPECT_LT(r.written, std::size_t{8} << 20) << "bytes the reader let in";
 }
 
 // ---------------------------------------------------------------------------------------------------------

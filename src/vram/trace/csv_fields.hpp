@@ -1,8 +1,9 @@
 #pragma once
 // The pieces the CSV readers share: a cursor over the lines of one in-memory text that knows its line
-// number, and number parsing with std::from_chars that names the problem (empty, negative, not a number,
-// overflowing). The fast path of each parser calls from_chars directly; these helpers also build the
-// error message when a field fails, so every error reads "FILE:LINE: problem".
+// number and refuses a line longer than any trace has, and number parsing with std::from_chars that names
+// the problem (empty, negative, not a number, overflowing). The fast path of each parser calls from_chars
+// directly; these helpers also build the error message when a field fails, so every error reads
+// "FILE:LINE: problem".
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "vram/core/error.hpp"
+#include "vram/trace/text_source.hpp"
 
 namespace vram::detail {
 
@@ -30,7 +32,8 @@ inline std::string quote_for_error(std::string_view s) {
 }
 
 /// @brief Walks the lines of a text given in pieces of whole lines, dropping '\r' before '\n'. Keeps the
-/// 1-based line number across pieces for errors.
+/// 1-based line number across pieces for errors. Every line a parser reads goes through next(), which
+/// refuses one longer than text_source::max_line_bytes (text_source hands out such a line unfinished).
 class line_cursor {
  public:
   explicit line_cursor(const std::string& path) noexcept : path_(path) {}
@@ -42,10 +45,15 @@ class line_cursor {
   }
 
   /// @brief Moves to the next line; false at the end of the piece.
-  bool next(std::string_view& line) noexcept {
+  /// @throws input_error "PATH:LINE: a line longer than 1048576 bytes: not a trace (...)".
+  bool next(std::string_view& line) {
     if (p_ >= end_) return false;
     const auto* nl = static_cast<const char*>(std::memchr(p_, '\n', static_cast<std::size_t>(end_ - p_)));
     const char* stop = nl != nullptr ? nl : end_;
+    if (static_cast<std::size_t>(stop - p_) > text_source::max_line_bytes) {
+      ++line_;
+      fail(text_source::long_line_problem());
+    }
     const char* last = stop;
     if (last > p_ && last[-1] == '\r') --last;
     line = std::string_view(p_, static_cast<std::size_t>(last - p_));

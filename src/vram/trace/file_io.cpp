@@ -1,7 +1,9 @@
 // POSIX file input and output for traces. Design decisions:
 //  - read(2) into caller buffers, never mmap: a file truncated while mapped would raise SIGBUS, and a
 //    reader must never crash on its input;
-//  - EINTR is retried; a folder given as a trace is refused at open with a plain message.
+//  - EINTR is retried; a folder given as a trace is refused at open with a plain message;
+//  - the size is known only for a regular file; a pipe or a device (/dev/zero) reports 0, and the readers
+//    then bound what they hold by what they have checked, never by a size they were told.
 
 #include "vram/trace/file_io.hpp"
 
@@ -40,6 +42,20 @@ std::size_t input_file::read(char* out, std::size_t len) {
   std::size_t done = 0;
   while (done < len) {
     const ssize_t n = ::read(fd_, out + done, len - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw input_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+std::size_t input_file::read_at(std::uint64_t offset, char* out, std::size_t len) {
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(fd_, out + done, len - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw input_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));

@@ -1,9 +1,10 @@
 #pragma once
-// Files in and out for the trace readers and writers, through POSIX calls: whole files for the compact
-// formats, and an open file read in large pieces for plain CSV (so a 43 MB text is never held whole).
+// Files in and out for the trace readers and writers, through POSIX calls: an open file read in pieces
+// (the readers never hold a whole file they have not checked), and whole files for the writers and tools.
 // Every failure is an exception naming the file and the reason.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,7 +21,10 @@ class input_file {
   /// @brief Reads up to @p len bytes into @p out; fewer only at the end of the file (0 there).
   /// @throws input_error when the read fails.
   std::size_t read(char* out, std::size_t len);
-  /// @brief Appends the rest of the file to @p out.
+  /// @brief Reads up to @p len bytes at @p offset without moving the read position (the gzip trailer);
+  /// returns the bytes read. @throws input_error when the read fails.
+  std::size_t read_at(std::uint64_t offset, char* out, std::size_t len);
+  /// @brief Appends the rest of the file to @p out. Unbounded for a pipe or a device: not for the readers.
   void read_rest(std::string& out);
   /// @brief The file's size when opened (0 for a pipe or another file of unknown size).
   std::size_t size() const noexcept { return size_; }

@@ -1,17 +1,19 @@
 // read_trace / write_trace: the one entry point over the formats. Design decisions:
 //  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
 //    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
-//  - a plain CSV is read from its file 1 MiB at a time and a gzip CSV inflated 1 MiB at a time, as the
-//    parser goes; a vram file, compact, is read whole; a gzip vram file has its header inflated and checked
-//    first, then exactly the payload the header announces (and one byte, to see that nothing follows), and
-//    no more than deflate can make of the compressed bytes: memory follows the events, not the input's claims;
+//  - nothing is read whole before it is checked, so memory follows the events, not the input's size or
+//    claims, and a pipe or a device (/dev/zero) is as bounded as a regular file: a plain CSV is read from
+//    its file 1 MiB at a time and a gzip file inflated as it is read (256 KiB of compressed input at a
+//    time), its first 40 inflated bytes deciding between vram's format and CSV; a vram file, plain or gzip,
+//    has its header checked first, then the payload the header announces is read (and one byte, to see
+//    that nothing follows) into a buffer that grows as bytes really arrive;
 //  - writers build the whole file in memory and gzip it when the path ends in ".gz".
 
 #include "vram/trace/trace_io.hpp"
 
 #include <fmt/format.h>
 
-#include <optional>
+#include <memory>
 
 #include "vram/core/error.hpp"
 #include "vram/trace/csv_fields.hpp"
@@ -46,9 +48,11 @@ bool ends_with(std::string_view s, std::string_view suffix) noexcept {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-trace_format detect_format(std::string_view text, const std::string& path) {
-  if (is_vram_format(text)) return trace_format::vram;
-  std::string_view first = text.substr(0, text.find('\n'));
+// The CSV format by the first line; a first line longer than any trace's is refused before it is judged.
+trace_format detect_csv_format(std::string_view head, const std::string& path) {
+  std::string_view first = head.substr(0, head.find('\n'));
+  if (first.size() > text_source::max_line_bytes)
+    throw input_error(fmt::format("{}:1: {}", path, text_source::long_line_problem()));
   if (first.size() >= 3 && first.substr(0, 3) == "\xEF\xBB\xBF") first.remove_prefix(3);
   if (first.substr(0, 8) == "time_us,") return trace_format::torch;
   if (first.substr(0, 7) == "Thread,") return trace_format::rmm;
@@ -58,21 +62,23 @@ trace_format detect_format(std::string_view text, const std::string& path) {
                   path, quote_for_error(first), torch_header));
 }
 
-// deflate makes at most 1032 bytes of one compressed byte (zlib's technical details).
-constexpr std::uint64_t max_deflate_ratio = 1032;
+std::vector<trace_event> parse_csv_text(text_source& text) {
+  if (detect_csv_format(text.peek(), text.path()) == trace_format::torch) return parse_torch_csv(text, text.path());
+  return parse_rmm_csv(text, text.path());
+}
 
-/// @brief A gzip-compressed vram file inflated header first (see the design note).
-std::string inflate_vram(std::string_view gz, const std::string& path) {
-  gzip_inflater in(gz, path);
-  std::string out(vram_header_size, '\0');
-  out.resize(in.read(out.data(), out.size()));
-  const std::uint64_t payload = check_vram_header(out, path);
-  if (payload > gz.size() * max_deflate_ratio)
-    throw input_error(fmt::format("{}: corrupt vram trace: the header's payload of {} bytes cannot come from {} "
-                                  "compressed bytes", path, payload, gz.size()));
-  out.resize(vram_header_size + payload + 1);
-  out.resize(vram_header_size + in.read(out.data() + vram_header_size, payload + 1));
-  return out;  // one byte past the payload, if any, is for parse_vram_format to refuse
+// A gzip file, from memory or a file: vram's format (header first) or CSV, by the first 40 inflated bytes.
+std::vector<trace_event> read_gzip(std::unique_ptr<gzip_inflater> in) {
+  const std::string& path = in->path();  // the file's or the caller's: it outlives the inflater
+  std::string head(vram_header_size, '\0');
+  head.resize(in->read(head.data(), head.size()));
+  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
+  if (is_vram_format(head)) {
+    const auto read = [&in](char* out, std::size_t len) { return in->read(out, len); };
+    return read_vram_format(std::move(head), read, 0, in->input_size(), path);
+  }
+  text_source text(std::move(in), std::move(head));
+  return parse_csv_text(text);
 }
 
 // Every reader returns non-negative, non-decreasing times; a trace that breaks that cannot be written.
@@ -120,32 +126,14 @@ trace read_trace(const std::string& path) {
   if (start.empty()) throw input_error(fmt::format("{}:1: empty file", path));
   trace t;
   t.name = detail::trace_name_from_path(path);
-  if (detail::is_vram_format(start)) {
-    file.read_rest(start);
-    t.events = detail::parse_vram_format(start, path);
-    return t;
-  }
-  std::string bytes;  // the compressed file, when gzip
-  std::optional<detail::text_source> text;
   if (detail::is_gzip(start)) {
-    bytes = std::move(start);
-    file.read_rest(bytes);
-    text.emplace(bytes, path);
+    t.events = detail::read_gzip(std::make_unique<detail::gzip_inflater>(file, std::move(start)));
+  } else if (detail::is_vram_format(start)) {
+    const auto read = [&file](char* out, std::size_t len) { return file.read(out, len); };
+    t.events = detail::read_vram_format(std::move(start), read, file.size(), 0, path);
   } else {
-    text.emplace(file, std::move(start));
-  }
-  const std::string_view head = text->peek();
-  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
-  switch (detail::detect_format(head, path)) {
-    case trace_format::torch:
-      t.events = detail::parse_torch_csv(*text, path);
-      break;
-    case trace_format::rmm:
-      t.events = detail::parse_rmm_csv(*text, path);
-      break;
-    case trace_format::vram:
-      t.events = detail::parse_vram_format(detail::inflate_vram(bytes, path), path);
-      break;
+    detail::text_source text(file, std::move(start));
+    t.events = detail::parse_csv_text(text);
   }
   return t;
 }

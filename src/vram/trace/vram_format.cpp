@@ -5,10 +5,14 @@
 //    when equal to the event before's; stream is written only when it changes. The recorded traces take
 //    about 6 bytes an event;
 //  - everything read is checked: the header's own CRC-32, the payload size against the file size, the
-//    event count against the smallest possible record (2 bytes) before anything is reserved, every varint
-//    against the end of the payload and 64 bits, every tag against the known actions and flags, times
-//    against overflow, and the payload's CRC-32. A bad file is an input_error, never a crash or a huge
-//    allocation;
+//    event count against the smallest and the largest possible record (2 and 41 bytes) before anything is
+//    reserved, every varint against the end of the payload and 64 bits, every tag against the known
+//    actions and flags, times against overflow, and the payload's CRC-32. A bad file is an input_error,
+//    never a crash or a huge allocation;
+//  - a stream (a file, a gzip) is read header first: once the header is checked, the payload is read into a
+//    buffer that grows as bytes really arrive, up to the header's payload size + 1 byte, so a .vram.gz
+//    that inflates to gigabytes is refused after the payload its header gives, and a header that claims
+//    gigabytes costs only the bytes that follow it;
 //  - integers in the header are little-endian regardless of the host.
 
 #include "vram/trace/vram_format.hpp"
@@ -16,10 +20,13 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "vram/core/error.hpp"
+#include "vram/trace/gzip.hpp"
 
 namespace vram::detail {
 
@@ -31,7 +38,9 @@ constexpr std::uint8_t flag_same_size = 0x20;
 constexpr std::uint8_t flag_stream = 0x40;
 constexpr std::uint8_t known_flags = action_mask | flag_same_addr | flag_same_size | flag_stream;
 constexpr std::uint8_t max_action = static_cast<std::uint8_t>(trace_action::snapshot);
-constexpr std::size_t min_record_size = 2;  // tag + time delta
+constexpr std::size_t min_record_size = 2;   // tag + time delta
+constexpr std::size_t max_record_size = 41;  // tag + four varints of 10 bytes
+constexpr std::size_t first_payload_buffer = std::size_t{1} << 20;
 
 std::uint32_t crc32_of(std::string_view bytes) noexcept { return crc32_extend(0, bytes); }
 
@@ -105,46 +114,52 @@ class payload_reader {
 
 bool is_vram_format(std::string_view bytes) noexcept { return bytes.substr(0, vram_magic.size()) == vram_magic; }
 
-std::uint64_t check_vram_header(std::string_view bytes, const std::string& path) {
-  const auto fail = [&](std::size_t at, std::string_view problem) {
-    throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
-  };
-  if (!is_vram_format(bytes)) fail(0, "bad magic");
-  if (bytes.size() < vram_header_size)
-    fail(bytes.size(), fmt::format("truncated header ({} of {} bytes)", bytes.size(), vram_header_size));
-  if (crc32_of(bytes.substr(0, 36)) != get_le(bytes, 36, 4)) fail(36, "header checksum mismatch");
-  const auto version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
-  if (version != vram_format_version)
-    fail(8, fmt::format("version {} (this build reads version {})", version, vram_format_version));
-  if (get_le(bytes, 12, 4) != 0) fail(12, "unknown flags");
-  const std::uint64_t count = get_le(bytes, 16, 8);
-  const std::uint64_t payload_size = get_le(bytes, 24, 8);
-  if (count > payload_size / min_record_size)
-    fail(16, fmt::format("event count {} cannot fit in {} payload bytes", count, payload_size));
-  return payload_size;
+namespace {
+
+[[noreturn]] void fail_at(const std::string& path, std::uint64_t at, std::string_view problem) {
+  throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
 }
 
-std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path) {
-  const auto fail = [&](std::size_t at, std::string_view problem) {
-    throw input_error(fmt::format("{}: byte {}: corrupt vram trace: {}", path, at, problem));
-  };
-  const std::uint64_t payload_size = check_vram_header(bytes, path);
-  const std::uint64_t count = get_le(bytes, 16, 8);
-  if (payload_size != bytes.size() - vram_header_size)
-    fail(bytes.size(), fmt::format("payload is {} bytes, the header says {} (truncated?)",
-                                   bytes.size() - vram_header_size, payload_size));
-  const std::string_view payload = bytes.substr(vram_header_size);
-  if (crc32_of(payload) != get_le(bytes, 32, 4)) fail(32, "payload checksum mismatch");
+}  // namespace
 
+vram_header_fields check_vram_header(std::string_view bytes, const std::string& path) {
+  if (!is_vram_format(bytes)) fail_at(path, 0, "bad magic");
+  if (bytes.size() < vram_header_size)
+    fail_at(path, bytes.size(), fmt::format("truncated header ({} of {} bytes)", bytes.size(), vram_header_size));
+  if (crc32_of(bytes.substr(0, 36)) != get_le(bytes, 36, 4)) fail_at(path, 36, "header checksum mismatch");
+  const auto version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
+  if (version != vram_format_version)
+    fail_at(path, 8, fmt::format("version {} (this build reads version {})", version, vram_format_version));
+  if (get_le(bytes, 12, 4) != 0) fail_at(path, 12, "unknown flags");
+  vram_header_fields h;
+  h.count = get_le(bytes, 16, 8);
+  h.payload_size = get_le(bytes, 24, 8);
+  h.payload_crc = static_cast<std::uint32_t>(get_le(bytes, 32, 4));
+  if (h.count > h.payload_size / min_record_size)
+    fail_at(path, 16, fmt::format("event count {} cannot fit in {} payload bytes", h.count, h.payload_size));
+  const std::uint64_t fewest = h.payload_size / max_record_size + (h.payload_size % max_record_size != 0 ? 1 : 0);
+  if (h.count < fewest)
+    fail_at(path, 24,
+            fmt::format("payload of {} bytes is more than {} events can take (at most {} bytes each)", h.payload_size,
+                        h.count, max_record_size));
+  return h;
+}
+
+namespace {
+
+// pre: @p payload is exactly h.payload_size bytes.
+std::vector<trace_event> decode_payload(std::string_view payload, const vram_header_fields& h,
+                                        const std::string& path) {
+  if (crc32_of(payload) != h.payload_crc) fail_at(path, 32, "payload checksum mismatch");
   std::vector<trace_event> events;
-  events.reserve(count);
+  events.reserve(h.count);  // count <= payload / 2, and the payload is in memory
   payload_reader in(payload, path);
   trace_event e;
-  for (std::uint64_t i = 0; i < count; ++i) {
+  for (std::uint64_t i = 0; i < h.count; ++i) {
     const std::size_t record_at = in.offset();
     const std::uint8_t tag = in.byte();
     if ((tag & ~known_flags) != 0 || (tag & action_mask) > max_action)
-      fail(record_at, fmt::format("event {}: bad tag byte 0x{:02x}", i, tag));
+      fail_at(path, record_at, fmt::format("event {}: bad tag byte 0x{:02x}", i, tag));
     e.action = static_cast<trace_action>(tag & action_mask);
     const std::uint64_t dt = in.varint();
     if (dt > static_cast<std::uint64_t>(INT64_MAX - e.time_us)) in.fail(fmt::format("event {}: time overflows", i));
@@ -156,8 +171,60 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
   }
   if (!in.at_end())
     in.fail(
-        fmt::format("{} bytes after the last of {} events", payload.size() + vram_header_size - in.offset(), count));
+        fmt::format("{} bytes after the last of {} events", payload.size() + vram_header_size - in.offset(), h.count));
   return events;
+}
+
+std::string truncated_payload(std::uint64_t have, std::uint64_t says) {
+  return fmt::format("payload is {} bytes, the header says {} (truncated?)", have, says);
+}
+
+}  // namespace
+
+std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::string& path) {
+  const vram_header_fields h = check_vram_header(bytes, path);
+  if (h.payload_size != bytes.size() - vram_header_size)
+    fail_at(path, bytes.size(), truncated_payload(bytes.size() - vram_header_size, h.payload_size));
+  return decode_payload(bytes.substr(vram_header_size), h, path);
+}
+
+std::vector<trace_event> read_vram_format(std::string start, const byte_reader& read, std::uint64_t exact_size,
+                                          std::uint64_t compressed_size, const std::string& path) {
+  std::string header = std::move(start);
+  if (header.size() < vram_header_size) {
+    const std::size_t have = header.size();
+    header.resize(vram_header_size);
+    header.resize(have + read(header.data() + have, vram_header_size - have));
+  }
+  const vram_header_fields h = check_vram_header(header, path);
+  const std::uint64_t payload_size = h.payload_size;
+  if (exact_size != 0 && payload_size != exact_size - vram_header_size)
+    fail_at(path, exact_size, truncated_payload(exact_size - vram_header_size, payload_size));
+  if (compressed_size != 0 && compressed_size <= UINT64_MAX / max_deflate_ratio &&
+      payload_size > compressed_size * max_deflate_ratio)
+    fail_at(path, 24,
+            fmt::format("the header's payload of {} bytes cannot come from {} compressed bytes", payload_size,
+                        compressed_size));
+
+  // The payload and what follows it, up to one byte more than the header says: the buffer grows as the
+  // bytes arrive, so a header that lies costs only what the stream really holds.
+  std::string payload = header.substr(vram_header_size);
+  const std::uint64_t want = std::min<std::uint64_t>(payload_size, SIZE_MAX - 1) + 1;
+  std::size_t got = payload.size();
+  while (got < want) {
+    if (got == payload.size())
+      payload.resize(static_cast<std::size_t>(std::min<std::uint64_t>(want, std::max(2 * got, first_payload_buffer))));
+    const std::size_t asked = payload.size() - got;
+    const std::size_t n = read(payload.data() + got, asked);
+    got += n;
+    if (n < asked) break;
+  }
+  if (got > payload_size)
+    fail_at(path, vram_header_size + payload_size,
+            fmt::format("the data goes on past the {}-byte payload the header gives", payload_size));
+  if (got < payload_size) fail_at(path, vram_header_size + got, truncated_payload(got, payload_size));
+  payload.resize(got);
+  return decode_payload(payload, h, path);
 }
 
 std::uint32_t crc32_extend(std::uint32_t crc, std::string_view bytes) noexcept {
