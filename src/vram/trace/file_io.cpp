@@ -38,24 +38,17 @@ input_file::input_file(const std::string& path) : path_(path) {
 
 input_file::~input_file() { ::close(fd_); }
 
-std::size_t input_file::read(char* out, std::size_t len) {
-  std::size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::read(fd_, out + done, len - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw input_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));
-    }
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return done;
-}
+std::size_t input_file::read(char* out, std::size_t len) { return read_loop(-1, out, len); }
 
 std::size_t input_file::read_at(std::uint64_t offset, char* out, std::size_t len) {
+  return read_loop(static_cast<off_t>(offset), out, len);
+}
+
+std::size_t input_file::read_loop(off_t offset, char* out, std::size_t len) {
   std::size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pread(fd_, out + done, len - done, static_cast<off_t>(offset + done));
+    const ssize_t n = offset < 0 ? ::read(fd_, out + done, len - done)
+                                 : ::pread(fd_, out + done, len - done, offset + static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw input_error(fmt::format("{}: cannot read: {}", path_, std::strerror(errno)));

@@ -3,6 +3,8 @@
 // (the readers never hold a whole file they have not checked), and whole files for the writers and tools.
 // Every failure is an exception naming the file and the reason.
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +33,9 @@ class input_file {
   const std::string& path() const noexcept { return path_; }
 
  private:
+  // Reads until @p len bytes or the end: from the file position when @p offset < 0, else at @p offset.
+  std::size_t read_loop(off_t offset, char* out, std::size_t len);
+
   std::string path_;
   int fd_ = -1;
   std::size_t size_ = 0;
