@@ -139,20 +139,6 @@ std::size_t gzip_inflater::read(char* out, std::size_t len) {
   return done;
 }
 
-std::string gunzip(std::string_view bytes, const std::string& path) {
-  gzip_inflater in(bytes, path);
-  std::string out;
-  out.resize(std::max<std::size_t>(in.size_hint(), 1 << 16));
-  std::size_t have = 0;
-  for (;;) {
-    have += in.read(out.data() + have, out.size() - have);
-    if (in.finished()) break;
-    out.resize(out.size() * 2);
-  }
-  out.resize(have);
-  return out;
-}
-
 std::string gzip(std::string_view bytes) {
   z_stream zs{};
   if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)

@@ -20,11 +20,6 @@ inline constexpr std::uint64_t max_deflate_ratio = 1032;
 /// @brief True when @p bytes starts with the gzip magic (1f 8b).
 bool is_gzip(std::string_view bytes) noexcept;
 
-/// @brief Inflates one gzip file (several concatenated members are allowed) whole, with no bound on the
-/// inflated size: for bytes the caller trusts. The trace readers use gzip_inflater instead.
-/// @throws input_error "PATH: truncated gzip stream" or "PATH: corrupt gzip data: reason".
-std::string gunzip(std::string_view bytes, const std::string& path);
-
 /// @brief Compresses @p bytes as one gzip member.
 std::string gzip(std::string_view bytes);
 
