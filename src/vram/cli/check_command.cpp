@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
@@ -21,6 +22,7 @@ namespace {
 
 struct check_args {
   std::vector<std::string> traces;
+  read_options read;
   bool json = false;
 };
 
@@ -30,28 +32,30 @@ void run_check(const check_args& a) {
   nlohmann::json out = nlohmann::json::array();
   std::string problems;
   for (const auto& path : a.traces) {
-    const trace t = read_trace(path);
-    const trace_check c = check_trace(t);
-    std::uint64_t allocs = 0;
-    for (const auto& e : t.events) allocs += e.action == trace_action::alloc;
-    const auto recorded = recorded_peak_reserved(t);
-    table.add_row({t.name, fmt::format("{}", t.events.size()), fmt::format("{}", allocs), format_duration(t.seconds()),
-                   recorded ? format_bytes(*recorded) : "-", fmt::format("{}", c.unmatched_frees),
-                   fmt::format("{}", c.double_frees), fmt::format("{}", c.duplicate_allocs), fmt::format("{}", c.wrong_size_frees),
-                   fmt::format("{}", c.live_at_end)});
-    out.push_back({{"trace", t.name},
-                   {"path", path},
-                   {"events", t.events.size()},
-                   {"allocations", allocs},
-                   {"trace_seconds", t.seconds()},
-                   {"recorded_peak_reserved_bytes", recorded ? nlohmann::json(*recorded) : nlohmann::json(nullptr)},
-                   {"unmatched_frees", c.unmatched_frees},
-                   {"double_frees", c.double_frees},
-                   {"duplicate_allocs", c.duplicate_allocs},
-                   {"wrong_size_frees", c.wrong_size_frees},
-                   {"live_at_end", c.live_at_end},
-                   {"clean", c.clean()}});
-    problems += describe_problems(path, t, c);
+    for (const trace& t : read_input(path, a.read)) {
+      const trace_check c = check_trace(t);
+      std::uint64_t allocs = 0;
+      for (const auto& e : t.events) allocs += e.action == trace_action::alloc;
+      const auto recorded = recorded_peak_reserved(t);
+      table.add_row({t.name, fmt::format("{}", t.events.size()), fmt::format("{}", allocs), format_duration(t.seconds()),
+                     recorded ? format_bytes(*recorded) : "-", fmt::format("{}", c.unmatched_frees),
+                     fmt::format("{}", c.double_frees), fmt::format("{}", c.duplicate_allocs), fmt::format("{}", c.wrong_size_frees),
+                     fmt::format("{}", c.live_at_end)});
+      out.push_back({{"trace", t.name},
+                     {"path", path},
+                     {"events", t.events.size()},
+                     {"allocations", allocs},
+                     {"trace_seconds", t.seconds()},
+                     {"recorded_peak_reserved_bytes", recorded ? nlohmann::json(*recorded) : nlohmann::json(nullptr)},
+                     {"unmatched_frees", c.unmatched_frees},
+                     {"double_frees", c.double_frees},
+                     {"duplicate_allocs", c.duplicate_allocs},
+                     {"wrong_size_frees", c.wrong_size_frees},
+                     {"live_at_end", c.live_at_end},
+                     {"clean", c.clean()},
+                     {"notes", t.notes}});
+      problems += describe_problems(path, t, c);
+    }
   }
   if (a.json) std::cout << out.dump(2) << '\n';
   else std::cout << table.str();
@@ -63,7 +67,8 @@ void run_check(const check_args& a) {
 void add_check_command(CLI::App& app) {
   auto a = std::make_shared<check_args>();
   auto* cmd = app.add_subcommand("check", "Read traces and check that every free matches an allocation");
-  cmd->add_option("traces", a->traces, "Trace files")->required();
+  cmd->add_option("traces", a->traces, "Trace files or PyTorch snapshots")->required();
+  add_device_index_option(cmd, a->read);
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace");
   cmd->callback([a] { run_check(*a); });
 }

@@ -1,9 +1,11 @@
-// `vram convert IN -o OUT [--to FORMAT]`: between PyTorch's CSV, RMM's log CSV and vram's format.
+// `vram convert IN -o OUT [--to FORMAT]`: between PyTorch's CSV, RMM's log CSV and vram's format, and from a
+// PyTorch memory snapshot (one device of it: --device-index where it holds several).
 #include <fmt/format.h>
 
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
 #include "vram/core/error.hpp"
 #include "vram/trace/trace_check.hpp"
@@ -18,11 +20,13 @@ struct convert_args {
   std::string output;
   std::string to = "vram";
   bool force = false;
+  read_options read;
 };
 
 void run_convert(const convert_args& a) {
   const trace_format f = parse_trace_format(a.to);
-  const trace t = read_trace(a.input);
+  const trace t = read_trace(a.input, a.read);
+  for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", a.input, t.name, note);
   const std::string problems = describe_problems(a.input, t, check_trace(t));
   if (!problems.empty()) {
     if (!a.force) throw input_error(problems + "not converted (use --force to convert it as it is)");
@@ -37,10 +41,11 @@ void run_convert(const convert_args& a) {
 void add_convert_command(CLI::App& app) {
   auto a = std::make_shared<convert_args>();
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (torch, rmm, vram)");
-  cmd->add_option("input", a->input, "Input trace (format detected)")->required();
+  cmd->add_option("input", a->input, "Input trace or PyTorch snapshot (format detected)")->required();
   cmd->add_option("-o,--output", a->output, "Output file (.gz for gzip)")->required();
   cmd->add_option("--to", a->to, "torch, rmm or vram")->capture_default_str();
   cmd->add_flag("--force", a->force, "Convert even when frees do not match allocations");
+  add_device_index_option(cmd, a->read);
   cmd->callback([a] { run_convert(*a); });
 }
 

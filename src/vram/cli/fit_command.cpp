@@ -6,6 +6,7 @@
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
+#include "vram/cli/trace_inputs.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
@@ -24,6 +25,7 @@ struct fit_args {
   std::string device = "sim";
   long long verify = static_cast<long long>(fit_options{}.verify_granules);
   bool json = false;
+  read_options read;
 };
 
 void run_fit(const fit_args& a) {
@@ -43,33 +45,34 @@ void run_fit(const fit_args& a) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
-    const trace t = read_trace(path);
-    for (const auto& policy : policies) {
-      options.progress = [&](int probe, std::size_t capacity, bool fits_here) {
-        progress.show(fmt::format("fit {} with {}: probe {} at {} {}", t.name, policy, probe, format_bytes(capacity),
-                                  fits_here ? "fits" : "fails"));
-      };
-      const fit_result f = fit(t, policy, options);
-      auto j = to_json(f.replay);
-      j["fit_bytes"] = f.fit_bytes ? nlohmann::json(*f.fit_bytes) : nlohmann::json(nullptr);
-      j["fit_over_live"] = f.fit_bytes && f.replay.peak_live_bytes > 0
-                               ? nlohmann::json(static_cast<double>(*f.fit_bytes) /
-                                                static_cast<double>(f.replay.peak_live_bytes))
-                               : nlohmann::json(nullptr);
-      j["fit_probes"] = f.probes;
-      j["fit_monotone"] = f.monotone;
-      j["lowest_fit_bytes"] = f.lowest_fit_bytes ? nlohmann::json(*f.lowest_fit_bytes) : nlohmann::json(nullptr);
-      if (!f.monotone)
-        notes.push_back(fmt::format("{} with {}: fits on {} ({} granules) but fails on a larger device; the fit "
-                                    "given, {} ({} granules), is above every failure seen, and the {} granules above "
-                                    "it fit too",
-                                    t.name, policy, format_bytes(*f.lowest_fit_bytes),
-                                    *f.lowest_fit_bytes / options.device.granularity, format_bytes(*f.fit_bytes),
-                                    *f.fit_bytes / options.device.granularity, options.verify_granules));
-      j["max_device_bytes"] = options.device.capacity;
-      out.push_back(std::move(j));
-      results.push_back(f.replay);
-      fits.push_back(f.fit_bytes);
+    for (const trace& t : read_input(path, a.read)) {
+      for (const auto& policy : policies) {
+        options.progress = [&](int probe, std::size_t capacity, bool fits_here) {
+          progress.show(fmt::format("fit {} with {}: probe {} at {} {}", t.name, policy, probe, format_bytes(capacity),
+                                    fits_here ? "fits" : "fails"));
+        };
+        const fit_result f = fit(t, policy, options);
+        auto j = to_json(f.replay);
+        j["fit_bytes"] = f.fit_bytes ? nlohmann::json(*f.fit_bytes) : nlohmann::json(nullptr);
+        j["fit_over_live"] = f.fit_bytes && f.replay.peak_live_bytes > 0
+                                 ? nlohmann::json(static_cast<double>(*f.fit_bytes) /
+                                                  static_cast<double>(f.replay.peak_live_bytes))
+                                 : nlohmann::json(nullptr);
+        j["fit_probes"] = f.probes;
+        j["fit_monotone"] = f.monotone;
+        j["lowest_fit_bytes"] = f.lowest_fit_bytes ? nlohmann::json(*f.lowest_fit_bytes) : nlohmann::json(nullptr);
+        if (!f.monotone)
+          notes.push_back(fmt::format("{} with {}: fits on {} ({} granules) but fails on a larger device; the fit "
+                                      "given, {} ({} granules), is above every failure seen, and the {} granules above "
+                                      "it fit too",
+                                      t.name, policy, format_bytes(*f.lowest_fit_bytes),
+                                      *f.lowest_fit_bytes / options.device.granularity, format_bytes(*f.fit_bytes),
+                                      *f.fit_bytes / options.device.granularity, options.verify_granules));
+        j["max_device_bytes"] = options.device.capacity;
+        out.push_back(std::move(j));
+        results.push_back(f.replay);
+        fits.push_back(f.fit_bytes);
+      }
     }
   }
   progress.clear();
@@ -89,7 +92,8 @@ void run_fit(const fit_args& a) {
 void add_fit_command(CLI::App& app) {
   auto a = std::make_shared<fit_args>();
   auto* cmd = app.add_subcommand("fit", "Find the smallest device each trace fits on, per allocator");
-  cmd->add_option("traces", a->traces, "Trace files")->required();
+  cmd->add_option("traces", a->traces, "Trace files or PyTorch snapshots")->required();
+  add_device_index_option(cmd, a->read);
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
   cmd->add_option("--device,-d", a->device, "sim or sim:MAX: the largest device to try (default an H200)")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
@@ -12,6 +13,7 @@
 #include "vram/replay/replay.hpp"
 #include "vram/report/replay_report.hpp"
 #include "vram/resource/registry.hpp"
+#include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
 #include "vram/trace/trace_check.hpp"
 #include "vram/trace/trace_io.hpp"
@@ -27,6 +29,7 @@ struct replay_args {
   bool json = false;
   bool validate = false;
   bool allow_failures = false;
+  read_options read;
 };
 
 void run_replay(const replay_args& a) {
@@ -35,33 +38,40 @@ void run_replay(const replay_args& a) {
   progress_line progress;
   std::vector<replay_result> results;
   bool noted = false;
+  std::map<std::string, std::vector<std::string>> trace_notes;  // what the reader inferred, by trace
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
-    const trace t = read_trace(path);
-    if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
-      progress.clear();
-      std::cerr << "warning: " << problems
-                << "warning: the replay skips unmatched and double frees, counting them and allocs at live addresses "
-                   "as unmatched_frees; a free with another size frees its block whole\n";
-    }
-    for (const auto& policy : policies) {
-      progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));
-      auto choice = open_device(spec);
-      if (!choice.note.empty() && !noted && !a.json) {
+    for (const trace& t : read_input(path, a.read)) {
+      if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
         progress.clear();
-        std::cerr << choice.note << '\n';
-        noted = true;
+        std::cerr << "warning: " << problems
+                  << "warning: the replay skips unmatched and double frees, counting them and allocs at live addresses "
+                     "as unmatched_frees; a free with another size frees its block whole\n";
       }
-      auto resource = make_resource(policy, *choice.dev);
-      replay_options o;
-      o.validate_each_step = a.validate;
-      results.push_back(replay(t, *resource, o));
+      for (const auto& policy : policies) {
+        progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));
+        auto choice = open_device(spec);
+        if (!choice.note.empty() && !noted && !a.json) {
+          progress.clear();
+          std::cerr << choice.note << '\n';
+          noted = true;
+        }
+        auto resource = make_resource(policy, *choice.dev);
+        replay_options o;
+        o.validate_each_step = a.validate;
+        results.push_back(replay(t, *resource, o));
+        if (!t.notes.empty()) trace_notes[t.name] = t.notes;
+      }
     }
   }
   progress.clear();
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : results) out.push_back(to_json(r));
+    for (const auto& r : results) {
+      auto j = to_json(r);
+      if (const auto it = trace_notes.find(r.trace); it != trace_notes.end()) j["trace_notes"] = it->second;
+      out.push_back(std::move(j));
+    }
     std::cout << out.dump(2) << '\n';
   } else {
     std::cout << format_replay_table(results);
@@ -71,8 +81,9 @@ void run_replay(const replay_args& a) {
       std::cout << "rmm-pool: RMM's pool takes its initial pool, half the device by default, at the first "
                    "allocation: its peak reserved is that, whatever the trace holds.\n";
     if (any([](const replay_result& r) { return r.recorded_peak_reserved_bytes.has_value(); }))
-      std::cout << "recorded: the recorded allocator's peak, from the trace's segment rows; segments made before "
-                   "the recording began are not in them (PyTorch's shared traces lack one 2 MiB small segment).\n";
+      std::cout << "recorded: the recorded allocator's peak, from the trace's segment rows; a CSV lacks the segments "
+                   "made before its recording began (PyTorch's shared traces lack one 2 MiB small segment), a "
+                   "snapshot's reader adds them (see its notes).\n";
     std::cout << "Mev/s: millions of trace events replayed per CPU second.\n";
     for (const auto& r : results) {
       if (!r.first_failure_event) continue;
@@ -91,8 +102,10 @@ void run_replay(const replay_args& a) {
 void add_replay_command(CLI::App& app) {
   auto a = std::make_shared<replay_args>();
   auto* cmd = app.add_subcommand("replay", "Replay traces against allocators on a device and measure memory and time");
-  cmd->add_option("traces", a->traces, "Trace files (PyTorch CSV, RMM log CSV or vram format; .gz or plain)")
+  cmd->add_option("traces", a->traces,
+                  "Trace files (PyTorch CSV or memory snapshot, RMM log CSV or vram format; .gz or plain)")
       ->required();
+  add_device_index_option(cmd, a->read);
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
   cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY (e.g. sim:80GiB), cuda[:N]")
       ->capture_default_str();

@@ -1,7 +1,7 @@
 #pragma once
 // An allocation trace in memory: one row per allocator event, in time order. Rows come from PyTorch's
-// memory history (shared/traces format), RMM's logging_resource_adaptor CSV, vram's own format, or the
-// synthetic workloads. A free matches the latest alloc at its address.
+// memory history CSV, a PyTorch memory snapshot, RMM's logging_resource_adaptor CSV, vram's own format, or
+// the synthetic workloads. A free matches the latest alloc at its address.
 
 #include <cstdint>
 #include <string>
@@ -36,6 +36,7 @@ struct trace_event {
 struct trace {
   std::string name;  // file name without folders and extensions, or the workload's name
   std::vector<trace_event> events;
+  std::vector<std::string> notes;  // what the reader inferred (a snapshot's missing start), for the output
 
   /// @brief Span of the trace's own timestamps, in seconds (0 for fewer than two events).
   double seconds() const noexcept {

@@ -1,10 +1,12 @@
 // read_trace / write_trace: the one entry point over the formats. Design decisions:
-//  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then vram's own
-//    format by its magic, otherwise the first line of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
+//  - the format is decided by content, never by file name: gzip by its magic (1f 8b), then a pickle (a
+//    PyTorch memory snapshot) by its PROTO opcode, vram's own format by its magic, otherwise the first line
+//    of the CSV (torch's `time_us,...` or RMM's `Thread,...`);
 //  - nothing is read whole before it is checked, so memory follows the events, not the input's size or
 //    claims, and a pipe or a device (/dev/zero) is as bounded as a regular file: a plain CSV is read from
 //    its file 1 MiB at a time and a gzip file inflated as it is read (256 KiB of compressed input at a
-//    time), its first 40 inflated bytes deciding between vram's format and CSV; a vram file, plain or gzip,
+//    time), its first 40 inflated bytes deciding between a pickle, vram's format and CSV; a pickle is run
+//    through its opcodes as they arrive (pickle.hpp); a vram file, plain or gzip,
 //    has its header checked first, then the payload the header announces is read (and one byte, to see
 //    that nothing follows) into a buffer that grows as bytes really arrive;
 //  - writers build the whole file in memory and gzip it when the path ends in ".gz".
@@ -13,15 +15,19 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <memory>
 
 #include "vram/core/error.hpp"
 #include "vram/trace/csv_fields.hpp"
 #include "vram/trace/file_io.hpp"
 #include "vram/trace/gzip.hpp"
+#include "vram/trace/pickle.hpp"
 #include "vram/trace/rmm_csv.hpp"
 #include "vram/trace/text_source.hpp"
 #include "vram/trace/torch_csv.hpp"
+#include "vram/trace/torch_snapshot.hpp"
 #include "vram/trace/vram_format.hpp"
 
 namespace vram {
@@ -34,7 +40,7 @@ std::string trace_name_from_path(std::string_view path) {
   std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
   for (bool stripped = true; stripped;) {
     stripped = false;
-    for (const std::string_view ext : {".gz", ".csv", ".vram", ".log", ".txt"}) {
+    for (const std::string_view ext : {".gz", ".csv", ".vram", ".log", ".txt", ".pickle", ".pkl"}) {
       if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) {
         name.remove_suffix(ext.size());
         stripped = true;
@@ -58,7 +64,8 @@ trace_format detect_csv_format(std::string_view head, const std::string& path) {
   if (first.substr(0, 7) == "Thread,") return trace_format::rmm;
   throw input_error(
       fmt::format("{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
-                  "(Thread,Time,Action,Pointer,Size,Stream)",
+                  "(Thread,Time,Action,Pointer,Size,Stream), and the file is not vram's format or a PyTorch memory "
+                  "snapshot (a pickle)",
                   path, quote_for_error(first), torch_header));
 }
 
@@ -67,18 +74,48 @@ std::vector<trace_event> parse_csv_text(text_source& text) {
   return parse_rmm_csv(text, text.path());
 }
 
-// A gzip file, from memory or a file: vram's format (header first) or CSV, by the first 40 inflated bytes.
-std::vector<trace_event> read_gzip(std::unique_ptr<gzip_inflater> in) {
-  const std::string& path = in->path();  // the file's or the caller's: it outlives the inflater
+// The first inflated bytes of a gzip file: enough to tell vram's format, a pickle and CSV apart.
+std::string read_gzip_head(gzip_inflater& in) {
   std::string head(vram_header_size, '\0');
-  head.resize(in->read(head.data(), head.size()));
-  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", path));
+  head.resize(in.read(head.data(), head.size()));
+  if (head.empty()) throw input_error(fmt::format("{}:1: empty file (after gzip)", in.path()));
+  return head;
+}
+
+// A gzip file, from memory or a file, after its first bytes: vram's format (header first) or CSV.
+std::vector<trace_event> read_gzip(std::unique_ptr<gzip_inflater> in, std::string head) {
+  const std::string& path = in->path();  // the file's or the caller's: it outlives the inflater
   if (is_vram_format(head)) {
     const auto read = [&in](char* out, std::size_t len) { return in->read(out, len); };
     return read_vram_format(std::move(head), read, 0, in->input_size(), path);
   }
   text_source text(std::move(in), std::move(head));
   return parse_csv_text(text);
+}
+
+// A PyTorch memory snapshot: one trace per device with entries ("NAME.devN" unless only device 0 has any).
+std::vector<trace> snapshot_traces(std::string start, const pickle_read& read, const std::string& path,
+                                   const std::string& name, const read_options& options) {
+  const pickle_tree tree = read_pickle(std::move(start), read, path);
+  std::vector<snapshot_device_trace> devices = read_torch_snapshot(tree, path);
+  if (options.device_index) {
+    std::vector<int> present;
+    for (const auto& d : devices) present.push_back(d.device);
+    std::erase_if(devices, [&](const snapshot_device_trace& d) { return d.device != *options.device_index; });
+    if (devices.empty())
+      throw input_error(fmt::format("{}: no trace entries for device {}; the snapshot has them for device {}", path,
+                                    *options.device_index, fmt::join(present, ", ")));
+  }
+  const bool plain = devices.size() == 1 && devices.front().device == 0;
+  std::vector<trace> out;
+  for (auto& d : devices) {
+    trace t;
+    t.name = plain ? name : fmt::format("{}.dev{}", name, d.device);
+    t.events = std::move(d.events);
+    t.notes = std::move(d.notes);
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 // Every reader returns non-negative, non-decreasing times; a trace that breaks that cannot be written.
@@ -119,23 +156,45 @@ std::string_view to_string(trace_format f) noexcept {
   return "unknown";
 }
 
-trace read_trace(const std::string& path) {
+std::vector<trace> read_traces(const std::string& path, const read_options& options) {
   detail::input_file file(path);
   std::string start(16, '\0');
   start.resize(file.read(start.data(), start.size()));
   if (start.empty()) throw input_error(fmt::format("{}:1: empty file", path));
-  trace t;
-  t.name = detail::trace_name_from_path(path);
+  const std::string name = detail::trace_name_from_path(path);
+  std::vector<trace> out(1);
+  out[0].name = name;
   if (detail::is_gzip(start)) {
-    t.events = detail::read_gzip(std::make_unique<detail::gzip_inflater>(file, std::move(start)));
+    auto in = std::make_unique<detail::gzip_inflater>(file, std::move(start));
+    std::string head = detail::read_gzip_head(*in);
+    if (detail::is_pickle(head)) {
+      const detail::pickle_read read = [&in](char* o, std::size_t len) { return in->read(o, len); };
+      return detail::snapshot_traces(std::move(head), read, path, name, options);
+    }
+    out[0].events = detail::read_gzip(std::move(in), std::move(head));
+  } else if (detail::is_pickle(start)) {
+    const detail::pickle_read read = [&file](char* o, std::size_t len) { return file.read(o, len); };
+    return detail::snapshot_traces(std::move(start), read, path, name, options);
   } else if (detail::is_vram_format(start)) {
-    const auto read = [&file](char* out, std::size_t len) { return file.read(out, len); };
-    t.events = detail::read_vram_format(std::move(start), read, file.size(), 0, path);
+    const auto read = [&file](char* o, std::size_t len) { return file.read(o, len); };
+    out[0].events = detail::read_vram_format(std::move(start), read, file.size(), 0, path);
   } else {
     detail::text_source text(file, std::move(start));
-    t.events = detail::parse_csv_text(text);
+    out[0].events = detail::parse_csv_text(text);
   }
-  return t;
+  return out;
+}
+
+trace read_trace(const std::string& path, const read_options& options) {
+  std::vector<trace> traces = read_traces(path, options);
+  if (traces.size() > 1) {
+    std::vector<std::string> names;
+    for (const auto& t : traces) names.push_back(t.name);
+    throw input_error(fmt::format("{}: a snapshot with traces for several devices ({}): choose one with "
+                                  "--device-index N",
+                                  path, fmt::join(names, ", ")));
+  }
+  return std::move(traces.front());
 }
 
 void write_trace(const std::string& path, const trace& t, trace_format f) {

@@ -2,11 +2,15 @@
 // Reading and writing traces in the formats vram knows:
 //  - torch:   PyTorch memory-history CSV, `time_us,action,addr,size,stream` (shared/traces/README.md), plain or gzip;
 //  - rmm:     RMM logging_resource_adaptor CSV, `Thread,Time,Action,Pointer,Size,Stream`, plain or gzip;
-//  - vram:    vram's own format (docs/trace-format.md).
+//  - vram:    vram's own format (docs/trace-format.md);
+//  - and, read only: PyTorch's memory snapshot, the pickle torch.cuda.memory._dump_snapshot writes (plain or
+//    gzip), one trace per device (torch_snapshot.hpp).
 // Every reader throws input_error naming the file, the line and the problem; none crashes or hangs on bad input.
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "vram/trace/trace.hpp"
 
@@ -18,9 +22,19 @@ enum class trace_format { torch, rmm, vram };
 trace_format parse_trace_format(std::string_view name);
 std::string_view to_string(trace_format f) noexcept;
 
-/// @brief Reads a trace, detecting its format and compression from its first bytes.
-/// @throws input_error for a missing, empty or malformed file.
-trace read_trace(const std::string& path);
+struct read_options {
+  /// @brief Of a snapshot with several devices, only this one; every device when unset.
+  std::optional<int> device_index;
+};
+
+/// @brief Reads the traces of a file, detecting its format and compression from its first bytes: one trace,
+/// or one per device of a PyTorch snapshot ("NAME.devN" when it holds several).
+/// @throws input_error for a missing, empty or malformed file, or a device_index the file has no trace for.
+std::vector<trace> read_traces(const std::string& path, const read_options& options = {});
+
+/// @brief Reads a file that holds one trace (see read_traces).
+/// @throws input_error as read_traces, and for a snapshot with several devices (naming them).
+trace read_trace(const std::string& path, const read_options& options = {});
 
 /// @brief Writes @p t in format @p f; gzip-compressed when @p path ends in ".gz".
 void write_trace(const std::string& path, const trace& t, trace_format f);

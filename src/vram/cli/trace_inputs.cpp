@@ -1,0 +1,29 @@
+// Reading a command's trace files, and saying what the readers inferred.
+#include "vram/cli/trace_inputs.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/core/error.hpp"
+
+namespace vram::cli {
+
+void add_device_index_option(CLI::App* cmd, read_options& options) {
+  cmd->add_option_function<int>(
+      "--device-index",
+      [&options](int d) {
+        if (d < 0) throw usage_error(fmt::format("bad --device-index {}: a CUDA device number, 0 or more", d));
+        options.device_index = d;
+      },
+      "Of a PyTorch snapshot with several devices, only device N (default: each device as its own trace)");
+}
+
+std::vector<trace> read_input(const std::string& path, const read_options& options) {
+  std::vector<trace> traces = read_traces(path, options);
+  for (const auto& t : traces)
+    for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", path, t.name, note);
+  return traces;
+}
+
+}  // namespace vram::cli

@@ -1,0 +1,22 @@
+#pragma once
+// The trace files a command reads: every file's traces (one per device of a PyTorch snapshot), with what
+// the readers inferred printed to standard error, and the --device-index option that picks a snapshot's
+// device. Shared by replay, fit, check and convert.
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vram/trace/trace_io.hpp"
+
+namespace vram::cli {
+
+/// @brief Adds `--device-index N` to @p cmd, stored in @p options.
+void add_device_index_option(CLI::App* cmd, read_options& options);
+
+/// @brief The traces in @p path; each note the reader made goes to standard error as "note: PATH: ...".
+std::vector<trace> read_input(const std::string& path, const read_options& options);
+
+}  // namespace vram::cli
