@@ -157,6 +157,13 @@ TEST(Pickle, SharesMemoizedValuesAndInternsStrings) {
   EXPECT_EQ(t.text(*t.find(items[1], "k")), "v");
 }
 
+TEST(Pickle, AFarMemoIndexCostsOneEntry) {
+  // None, LONG_BINPUT 2^27, POP, LONG_BINGET 2^27: a dense memo would take 512 MiB for it.
+  const auto t = parse(std::string("\x80\x02N" "r\x00\x00\x00\x08" "0" "j\x00\x00\x00\x08" ".", 15));
+  EXPECT_EQ(t.kind_of(t.root()), detail::pickle_tree::kind::none);
+  EXPECT_THAT(pickle_error(std::string("\x80\x02N" "r\x00\x00\x00\x10" ".", 9)), HasSubstr("memo index 268435456 is beyond"));
+}
+
 TEST(Pickle, ReadsLongIntegersAndTheirSigns) {
   // LONG1 with 9 bytes: 2**64 does not fit 64 bits; -2**63 does (its 9th byte only extends the sign).
   const auto big = parse(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", 14));

@@ -3,12 +3,14 @@
 //                reader (the input goes through a memfd, so read_trace opens it like any file);
 //   torch_csv    rows after the torch header, parsed in memory;
 //   rmm_csv      rows after the RMM header, parsed in memory;
-//   vram_format  vram's binary format, parsed in memory.
+//   vram_format  vram's binary format, parsed in memory;
+//   snapshot     a PyTorch memory snapshot: the pickle machine, then the snapshot's meaning, in memory.
 // A reader may refuse its input (input_error) but never crash, overflow, leak, or take memory beyond what the
 // events it holds need: scripts/fuzz runs each with AddressSanitizer, UBSan and an RSS limit.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,8 +18,10 @@
 
 #include "vram/core/error.hpp"
 #include "vram/trace/rmm_csv.hpp"
+#include "vram/trace/pickle.hpp"
 #include "vram/trace/text_source.hpp"
 #include "vram/trace/torch_csv.hpp"
+#include "vram/trace/torch_snapshot.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/trace/vram_format.hpp"
 
@@ -34,7 +38,7 @@ void read_through_a_file(std::string_view bytes) {
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
-  (void)vram::read_trace("/proc/self/fd/" + std::to_string(fd));
+  (void)vram::read_traces("/proc/self/fd/" + std::to_string(fd));
 }
 
 void parse_csv(std::string_view header, std::string_view rows, bool torch) {
@@ -43,6 +47,18 @@ void parse_csv(std::string_view header, std::string_view rows, bool torch) {
   vram::detail::text_source src(text, name);
   if (torch) (void)vram::detail::parse_torch_csv(src, name);
   else (void)vram::detail::parse_rmm_csv(src, name);
+}
+
+void parse_snapshot(std::string_view bytes) {
+  std::size_t at = 0;
+  const vram::detail::pickle_read read = [&](char* out, std::size_t len) {
+    const std::size_t n = std::min(len, bytes.size() - at);
+    std::copy_n(bytes.data() + at, n, out);
+    at += n;
+    return n;
+  };
+  const auto tree = vram::detail::read_pickle({}, read, name);
+  (void)vram::detail::read_torch_snapshot(tree, name);
 }
 
 }  // namespace
@@ -56,8 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parse_csv("time_us,action,addr,size,stream\n", bytes, true);
 #elif VRAM_FUZZ_TARGET == 2
     parse_csv("Thread,Time,Action,Pointer,Size,Stream\n", bytes, false);
-#else
+#elif VRAM_FUZZ_TARGET == 3
     (void)vram::detail::parse_vram_format(bytes, name);
+#else
+    parse_snapshot(bytes);
 #endif
   } catch (const vram::input_error&) {  // refusing bad input is the job; anything else escapes and is a finding
   }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -99,7 +100,9 @@ class pickle_machine {
     }
     while (buf_.size() < need && !eof_) {
       const std::size_t old = buf_.size();
-      const std::size_t want = chunk_bytes;
+      // Reads start small and double up to 1 MiB: a small pickle costs a small buffer.
+      const std::size_t want = read_size_;
+      read_size_ = std::min(read_size_ * 2, chunk_bytes);
       buf_.resize(old + want);
       const std::size_t got = read_(buf_.data() + old, want);
       buf_.resize(old + got);
@@ -186,16 +189,27 @@ class pickle_machine {
     return tree_.containers_[tree_.nodes_[r].aux];
   }
 
+  // Picklers number the memo 0, 1, 2, ...: those indexes go to a vector; any other (a hand-made pickle's
+  // BINPUT 2^28) to a map, so that one opcode cannot make the memo large.
   void memo_put(std::uint64_t index) {
     if (index >= limits_.max_memo) fail(fmt::format("memo index {} is beyond any snapshot's", index));
     const ref r = top();
-    if (index >= memo_.size()) memo_.resize(index + 1, no_ref);
-    memo_[index] = r;
+    if (index < memo_.size())
+      memo_[index] = r;
+    else if (index == memo_.size())
+      memo_.push_back(r);
+    else
+      sparse_memo_[index] = r;
   }
 
   void memo_get(std::uint64_t index) {
-    if (index >= memo_.size() || memo_[index] == no_ref) fail(fmt::format("memo index {} was never stored", index));
-    push(memo_[index]);
+    if (index < memo_.size()) {
+      push(memo_[index]);
+      return;
+    }
+    const auto it = sparse_memo_.find(index);
+    if (it == sparse_memo_.end()) fail(fmt::format("memo index {} was never stored", index));
+    push(it->second);
   }
 
   void integer_bytes(std::size_t n) {
@@ -406,6 +420,7 @@ class pickle_machine {
   std::size_t pos_ = 0;
   std::uint64_t base_ = 0;  // the input offset of buf_[0]
   bool eof_ = false;
+  std::size_t read_size_ = 4096;
   const pickle_read& read_;
   const std::string& path_;
   const pickle_limits& limits_;
@@ -413,6 +428,7 @@ class pickle_machine {
   std::vector<ref> stack_;
   std::vector<std::size_t> marks_;
   std::vector<ref> memo_;
+  std::unordered_map<std::uint64_t, ref> sparse_memo_;
 };
 
 double pickle_tree::floating(ref r) const noexcept { return std::bit_cast<double>(nodes_[r].i); }

@@ -37,6 +37,29 @@ std::optional<trace_action> action_named(std::string_view s) {
 
 std::string bytes_text(std::uint64_t n) { return fmt::format("{} bytes", n); }
 
+// Where in the snapshot a value sits ("device_traces[0][17]", "segments[2]['blocks'][5] 'state'"), put
+// into words only for an error: the reader passes one per entry.
+struct place {
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  const char* list = nullptr;  // "device_traces" or "segments"; nullptr: the snapshot itself
+  std::size_t first = none, second = none;
+  const char* between = "";  // before the second index
+  const char* key = nullptr;  // a key of the value, named after it
+
+  place with_key(const char* k) const {
+    place p = *this;
+    p.key = k;
+    return p;
+  }
+  std::string str() const {
+    if (list == nullptr) return key == nullptr ? std::string() : fmt::format("'{}'", key);
+    std::string s = fmt::format("{}[{}]", list, first);
+    if (second != none) s += fmt::format("{}[{}]", between, second);
+    if (key != nullptr) s += fmt::format(" '{}'", key);
+    return s;
+  }
+};
+
 class snapshot_reader {
  public:
   snapshot_reader(const pickle_tree& t, const std::string& path) : t_(t), path_(path) {}
@@ -44,40 +67,39 @@ class snapshot_reader {
   std::vector<snapshot_device_trace> read() {
     const ref root = t_.root();
     if (t_.kind_of(root) != kind::dict)
-      fail("", fmt::format("a pickle of {}, not a PyTorch memory snapshot (a dict with 'device_traces')",
+      fail(place{}, fmt::format("a pickle of {}, not a PyTorch memory snapshot (a dict with 'device_traces')",
                            pickle_tree::name(t_.kind_of(root))));
     const auto traces = t_.find(root, "device_traces");
     if (!traces)
-      fail("", "a pickled dict without 'device_traces': not a PyTorch memory snapshot, or one taken without "
+      fail(place{}, "a pickled dict without 'device_traces': not a PyTorch memory snapshot, or one taken without "
                "torch.cuda.memory._record_memory_history()");
-    expect(*traces, kind::list, "device_traces");
+    expect(*traces, kind::list, place{}.with_key("device_traces"));
     std::vector<ref> segments;
     if (const auto segs = t_.find(root, "segments")) {
-      expect(*segs, kind::list, "segments");
+      expect(*segs, kind::list, place{}.with_key("segments"));
       const auto items = t_.items(*segs);
       segments.assign(items.begin(), items.end());
     }
     std::vector<snapshot_device_trace> out;
     const auto per_device = t_.items(*traces);
     for (std::size_t d = 0; d < per_device.size(); ++d) {
-      const std::string where = fmt::format("device_traces[{}]", d);
-      expect(per_device[d], kind::list, where);
+      expect(per_device[d], kind::list, place{"device_traces", d});
       if (t_.items(per_device[d]).empty()) continue;
       out.push_back(read_device(static_cast<int>(d), per_device[d], segments));
     }
     if (out.empty())
-      fail("", "a memory snapshot with no trace entries on any device: record them with "
+      fail(place{}, "a memory snapshot with no trace entries on any device: record them with "
                "torch.cuda.memory._record_memory_history() before the snapshot");
     return out;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& where, std::string_view problem) const {
-    throw input_error(where.empty() ? fmt::format("{}: {}", path_, problem)
-                                    : fmt::format("{}: {}: {}", path_, where, problem));
+  [[noreturn]] void fail(const place& where, std::string_view problem) const {
+    const std::string at = where.str();
+    throw input_error(at.empty() ? fmt::format("{}: {}", path_, problem) : fmt::format("{}: {}: {}", path_, at, problem));
   }
 
-  void expect(ref r, kind k, const std::string& where) const {
+  void expect(ref r, kind k, const place& where) const {
     if (t_.kind_of(r) != k)
       fail(where, fmt::format("{}, where a memory snapshot has {}", pickle_tree::name(t_.kind_of(r)),
                               pickle_tree::name(k)));
@@ -85,7 +107,7 @@ class snapshot_reader {
 
   std::optional<ref> field(ref dict, std::string_view key) const { return t_.find(dict, key); }
 
-  std::int64_t integer(ref dict, std::string_view key, const std::string& where) const {
+  std::int64_t integer(ref dict, std::string_view key, const place& where) const {
     const auto v = field(dict, key);
     if (!v) fail(where, fmt::format("no '{}'", key));
     if (t_.kind_of(*v) != kind::integer)
@@ -93,7 +115,7 @@ class snapshot_reader {
     return t_.integer(*v);
   }
 
-  std::uint64_t unsigned_integer(ref dict, std::string_view key, const std::string& where) const {
+  std::uint64_t unsigned_integer(ref dict, std::string_view key, const place& where) const {
     const std::int64_t v = integer(dict, key, where);
     if (v < 0) fail(where, fmt::format("'{}' is negative ({})", key, v));
     return static_cast<std::uint64_t>(v);
@@ -108,12 +130,12 @@ class snapshot_reader {
     const auto items = t_.items(entries);
     out.events.reserve(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
-      const std::string where = fmt::format("device_traces[{}][{}]", device, i);
+      const place where{"device_traces", static_cast<std::size_t>(device), i};
       const ref e = items[i];
       expect(e, kind::dict, where);
       const auto action_ref = field(e, "action");
       if (!action_ref) fail(where, "no 'action'");
-      expect(*action_ref, kind::string, where + " 'action'");
+      expect(*action_ref, kind::string, where.with_key("action"));
       const std::string_view name = t_.text(*action_ref);
       const auto action = action_named(name);
       if (!action) {
@@ -214,7 +236,7 @@ class snapshot_reader {
     std::uint64_t expandable_total = 0;
     std::optional<std::uint64_t> expandable_addr;
     for (std::size_t s = 0; s < segments.size(); ++s) {
-      const std::string where = fmt::format("segments[{}]", s);
+      const place where{"segments", s};
       const ref seg = segments[s];
       expect(seg, kind::dict, where);
       if (field(seg, "device") && integer(seg, "device", where) != out.device) continue;
@@ -233,10 +255,10 @@ class snapshot_reader {
       }
       const auto blocks = field(seg, "blocks");
       if (!blocks) continue;
-      expect(*blocks, kind::list, where + " 'blocks'");
+      expect(*blocks, kind::list, where.with_key("blocks"));
       const auto block_items = t_.items(*blocks);
       for (std::size_t b = 0; b < block_items.size(); ++b) {
-        const std::string bwhere = fmt::format("{}['blocks'][{}]", where, b);
+        const place bwhere{"segments", s, b, "['blocks']"};
         const ref block = block_items[b];
         expect(block, kind::dict, bwhere);
         const auto state = field(block, "state");
