@@ -4,7 +4,9 @@
 //
 // The files are written once to a temporary folder; each iteration is one read_trace of the whole file
 // (the page cache holds it), or, for the *_in_memory cases, one parse of bytes already in memory.
-// Set VRAM_SHARED_TRACES in the environment to read the recorded traces from another folder.
+// Set VRAM_SHARED_TRACES in the environment to read the recorded traces from another folder. The synthetic
+// trace is also written as a PyTorch memory snapshot (a pickle), and VRAM_BENCH_SNAPSHOTS=PATH[:PATH...]
+// adds real snapshots, each read as it is and converted to vram's format, side by side.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "support/pickle_writer.hpp"
 #include "vram/trace/file_io.hpp"
 #include "vram/trace/text_source.hpp"
 #include "vram/trace/torch_csv.hpp"
@@ -112,7 +115,44 @@ void register_forms(const std::string& what, const vram::trace& t) {
   }
 }
 
+// The snapshot PyTorch would write for @p t: one dict per entry with the keys PyTorch 2.11 writes (frames
+// empty, as with context=None), one device, no segments.
+std::string synthetic_snapshot(const vram::trace& t) {
+  using vram::test::py;
+  std::vector<py> entries;
+  entries.reserve(t.events.size());
+  for (const auto& e : t.events)
+    entries.push_back(py::dict({"action", std::string(vram::to_string(e.action)), "addr", e.addr, "size", e.size,
+                                "stream", e.stream, "time_us", e.time_us, "compile_context", "N/A", "user_metadata", "",
+                                "frames", py::list({})}));
+  return vram::test::pickle(py::dict({"segments", py::list({}), "device_traces", py::list({py::list(std::move(entries))})}));
+}
+
+// Each snapshot in VRAM_BENCH_SNAPSHOTS (paths separated by ':') read as it is and as vram's format.
+void register_snapshots() {
+  const char* env = std::getenv("VRAM_BENCH_SNAPSHOTS");
+  if (env == nullptr) return;
+  std::string list = env;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(':', at), list.size());
+    const std::string path = list.substr(at, end - at);
+    at = end + 1;
+    if (path.empty()) continue;
+    const vram::trace t = vram::read_trace(path);
+    const std::string name = t.name;
+    benchmark::RegisterBenchmark(("read_trace/" + name + "/snapshot").c_str(),
+                                 [path](benchmark::State& s) { read_file_bench(s, path); })
+        ->Unit(benchmark::kMillisecond);
+    const std::string as_vram = (scratch_dir() / (name + ".vram")).string();
+    vram::write_trace(as_vram, t, vram::trace_format::vram);
+    benchmark::RegisterBenchmark(("read_trace/" + name + "/vram").c_str(),
+                                 [as_vram](benchmark::State& s) { read_file_bench(s, as_vram); })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
 void register_all() {
+  register_snapshots();
   const std::string gpt2 = shared_dir() + "/gpt2_generate.csv.gz";
   if (std::filesystem::exists(gpt2)) {
     benchmark::RegisterBenchmark("read_trace/gpt2/shared_csv.gz",
@@ -123,6 +163,11 @@ void register_all() {
 
   const vram::trace synth = synthetic_trace(1'000'000);
   register_forms("synthetic", synth);
+  const std::string snapshot_path = (scratch_dir() / "synthetic.pickle").string();
+  vram::detail::write_file_bytes(snapshot_path, synthetic_snapshot(synth));
+  benchmark::RegisterBenchmark("read_trace/synthetic/snapshot",
+                               [snapshot_path](benchmark::State& s) { read_file_bench(s, snapshot_path); })
+      ->Unit(benchmark::kMillisecond);
 
   // Parsing alone, from bytes already in memory (no file read, no page cache).
   const std::string path = (scratch_dir() / "synthetic_mem.vram").string();

@@ -57,7 +57,7 @@ void parse_snapshot(std::string_view bytes) {
     at += n;
     return n;
   };
-  const auto tree = vram::detail::read_pickle({}, read, name);
+  const auto tree = vram::detail::read_pickle({}, read, name, {}, &vram::detail::snapshot_records());
   (void)vram::detail::read_torch_snapshot(tree, name);
 }
 

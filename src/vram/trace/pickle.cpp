@@ -17,7 +17,6 @@ namespace vram::detail {
 namespace {
 
 constexpr std::size_t chunk_bytes = 1u << 20;
-constexpr pickle_tree::ref no_ref = std::numeric_limits<pickle_tree::ref>::max();
 
 // The opcodes a pickle of Python objects other than plain data uses, and the older text forms: refused.
 std::string_view refused_name(unsigned char op) noexcept {
@@ -65,8 +64,8 @@ std::string_view unused_name(unsigned char op) noexcept {
 class pickle_machine {
  public:
   pickle_machine(pickle_tree& tree, std::string start, const pickle_read& read, const std::string& path,
-                 const pickle_limits& limits)
-      : tree_(tree), buf_(std::move(start)), read_(read), path_(path), limits_(limits) {}
+                 const pickle_limits& limits, const pickle_records* records)
+      : tree_(tree), buf_(std::move(start)), read_(read), path_(path), limits_(limits), records_(records) {}
 
   void run() {
     for (;;) {
@@ -135,27 +134,58 @@ class pickle_machine {
     return v;
   }
 
-  ref add(kind k, std::uint32_t aux = 0, std::int64_t i = 0) {
-    if (tree_.nodes_.size() >= no_ref) fail("more values than a snapshot holds (2^32)");
-    tree_.nodes_.push_back(pickle_tree::node{k, aux, i});
-    return static_cast<ref>(tree_.nodes_.size() - 1);
+  static ref make(kind k, std::uint64_t payload = 0) {
+    return (static_cast<std::uint64_t>(k) << pickle_tree::tag_shift) | payload;
   }
 
-  ref add_container(kind k, std::vector<ref> items = {}) {
-    tree_.containers_.push_back(std::move(items));
-    return add(k, static_cast<std::uint32_t>(tree_.containers_.size() - 1));
+  ref make_integer(std::int64_t v) {
+    constexpr std::int64_t limit = std::int64_t{1} << (pickle_tree::tag_shift - 1);
+    if (v >= -limit && v < limit) return make(kind::integer, static_cast<std::uint64_t>(v) & pickle_tree::payload_mask);
+    tree_.wide_.push_back(v);
+    return (std::uint64_t{pickle_tree::boxed_integer_tag} << pickle_tree::tag_shift) | (tree_.wide_.size() - 1);
   }
 
-  ref add_text(kind k, std::size_t n) {
+  ref make_container(kind k) {
+    tree_.containers_.emplace_back();
+    return make(k, tree_.containers_.size() - 1);
+  }
+
+  // Appends [first, last) to container @p r: in place while it has room or ends the shared array, else
+  // moved to the array's end with twice the room (a container filled in one batch gets exactly its size).
+  void append(ref r, const ref* first, const ref* last) {
+    auto& c = tree_.containers_[pickle_tree::payload(r)];
+    auto& items = tree_.items_;
+    const auto n = static_cast<std::size_t>(last - first);
+    if (n == 0) return;
+    if (c.size + n > std::numeric_limits<std::uint32_t>::max()) fail("a container of more than 2^32 items");
+    if (c.size + n > c.capacity) {
+      const std::size_t want = c.capacity == 0 ? n : std::max<std::size_t>(c.size + n, std::size_t{c.capacity} * 2);
+      const std::size_t capacity = std::min<std::size_t>(want, std::numeric_limits<std::uint32_t>::max());
+      if (c.offset + c.capacity == items.size() && c.capacity > 0) {
+        items.resize(c.offset + capacity);
+      } else {
+        const std::size_t offset = items.size();
+        items.resize(offset + capacity);
+        std::copy_n(items.begin() + static_cast<std::ptrdiff_t>(c.offset), c.size,
+                    items.begin() + static_cast<std::ptrdiff_t>(offset));
+        c.offset = offset;
+      }
+      c.capacity = static_cast<std::uint32_t>(capacity);
+    }
+    std::copy(first, last, items.begin() + static_cast<std::ptrdiff_t>(c.offset + c.size));
+    c.size += static_cast<std::uint32_t>(n);
+  }
+
+  ref make_text(kind k, std::size_t n) {
     if (n > limits_.max_string_bytes)
       fail(fmt::format("a string of {} bytes, more than the {} any snapshot holds", n, limits_.max_string_bytes));
     const std::string_view s = take(n);
     auto it = tree_.interned_.find(s);
     if (it == tree_.interned_.end()) {
       tree_.strings_.emplace_back(s);
-      it = tree_.interned_.emplace(tree_.strings_.back(), static_cast<std::uint32_t>(tree_.strings_.size() - 1)).first;
+      it = tree_.interned_.emplace(tree_.strings_.back(), tree_.strings_.size() - 1).first;
     }
-    return add(k, it->second);
+    return make(k, it->second);
   }
 
   void push(ref r) { stack_.push_back(r); }
@@ -172,21 +202,88 @@ class pickle_machine {
     return stack_.back();
   }
 
-  // The values above the last MARK, which is removed.
-  std::vector<ref> pop_mark() {
+  // Removes the last MARK; the values above it are stack_[its position, end).
+  std::size_t pop_mark() {
     if (marks_.empty()) fail("the opcode needs a MARK and there is none");
     const std::size_t m = marks_.back();
     marks_.pop_back();
-    std::vector<ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
-    stack_.resize(m);
-    return items;
+    return m;
   }
 
-  std::vector<ref>& container(ref r, kind want, std::string_view op) {
+  // Moves the values above the last MARK into a new container of kind @p k, or onto the container under
+  // the MARK (APPENDS, SETITEMS) when @p onto_below.
+  void collect(kind k, bool onto_below, std::string_view op) {
+    const std::size_t m = pop_mark();
+    const std::size_t n = stack_.size() - m;
+    if (k == kind::dict && n % 2 != 0) fail(fmt::format("{} with an odd number of values (a key without its value)", op));
+    ref target;
+    if (onto_below) {
+      if (m == 0 || (!marks_.empty() && marks_.back() >= m)) fail(fmt::format("{} has no {} under its MARK", op, pickle_tree::name(k)));
+      target = stack_[m - 1];
+      expect_kind(target, k, op);
+      if (k == kind::dict && records_ != nullptr && tree_.containers_[pickle_tree::payload(target)].size == 0 &&
+          compact(target, m))
+        return;
+    } else {
+      target = make_container(k);
+    }
+    append(target, stack_.data() + m, stack_.data() + stack_.size());
+    stack_.resize(m);
+    if (!onto_below) push(target);
+  }
+
+  // The dict under stack_[m - 1], whose items are stack_[m, end), as a record (pickle_records): false, and
+  // nothing changed, when it is not one.
+  bool compact(ref dict, std::size_t m) {
+    const pickle_records& spec = *records_;
+    pickle_tree::record rec;
+    bool tagged = false;
+    std::optional<ref> dropped;
+    for (std::size_t i = m; i + 1 < stack_.size(); i += 2) {
+      const ref k = stack_[i], v = stack_[i + 1];
+      if (tree_.kind_of(k) != kind::string) return false;
+      const std::string_view key = tree_.text(k);
+      if (key == spec.tag_key) {
+        if (tree_.kind_of(v) != kind::string) return false;
+        rec.tag = pickle_tree::payload(v);
+        tagged = true;
+        continue;
+      }
+      bool field = false;
+      for (std::size_t f = 0; f < 4; ++f) {
+        if (key != spec.fields[f]) continue;
+        if (tree_.kind_of(v) != kind::integer) return false;
+        rec.fields[f] = tree_.integer(v);
+        rec.present |= static_cast<std::uint8_t>(1u << f);
+        field = true;
+        break;
+      }
+      if (!field && key == spec.dropped_key && tree_.kind_of(v) == kind::list) dropped = v;
+    }
+    if (!tagged) return false;
+    tree_.records_.push_back(rec);
+    const ref r = make(kind::record, tree_.records_.size() - 1);
+    if (dropped) {  // the frames' items, when they are the last in the shared array
+      auto& c = tree_.containers_[pickle_tree::payload(*dropped)];
+      if (c.capacity > 0 && c.offset + c.capacity == tree_.items_.size()) {
+        tree_.items_.resize(c.offset);
+        c = pickle_tree::container{0, 0, 0, c.memo};
+      }
+    }
+    // The record replaces the dict under the MARK and in the memo.
+    stack_[m - 1] = r;
+    if (const std::uint64_t slot = tree_.containers_[pickle_tree::payload(dict)].memo; slot != ~std::uint64_t{0}) {
+      if (slot < memo_.size()) memo_[slot] = r;
+      else sparse_memo_[slot] = r;
+    }
+    stack_.resize(m);
+    return true;
+  }
+
+  void expect_kind(ref r, kind want, std::string_view op) {
     if (tree_.kind_of(r) != want)
       fail(fmt::format("{} applies to {}, and the value under it is {}", op, pickle_tree::name(want),
                        pickle_tree::name(tree_.kind_of(r))));
-    return tree_.containers_[tree_.nodes_[r].aux];
   }
 
   // Picklers number the memo 0, 1, 2, ...: those indexes go to a vector; any other (a hand-made pickle's
@@ -194,6 +291,8 @@ class pickle_machine {
   void memo_put(std::uint64_t index) {
     if (index >= limits_.max_memo) fail(fmt::format("memo index {} is beyond any snapshot's", index));
     const ref r = top();
+    if (const kind k = tree_.kind_of(r); k == kind::list || k == kind::tuple || k == kind::dict)
+      tree_.containers_[pickle_tree::payload(r)].memo = index;
     if (index < memo_.size())
       memo_[index] = r;
     else if (index == memo_.size())
@@ -216,7 +315,7 @@ class pickle_machine {
     if (n > limits_.max_string_bytes) fail(fmt::format("an integer of {} bytes", n));
     const std::string_view s = take(n);
     if (n == 0) {
-      push(add(kind::integer, 0, 0));
+      push(make_integer(0));
       return;
     }
     const bool negative = (static_cast<unsigned char>(s[n - 1]) & 0x80) != 0;
@@ -224,7 +323,7 @@ class pickle_machine {
     const unsigned char fill_byte = negative ? 0xff : 0x00;
     for (std::size_t i = 8; i < n; ++i) {
       if (static_cast<unsigned char>(s[i]) != fill_byte) {
-        push(add(kind::big_integer));
+        push(make(kind::big_integer));
         return;
       }
     }
@@ -234,10 +333,10 @@ class pickle_machine {
     }
     if (n < 8 && negative) v |= ~std::uint64_t{0} << (8 * n);
     if (n > 8 && ((v >> 63) != 0) != negative) {  // the 64-bit value's sign disagrees with the number's
-      push(add(kind::big_integer));
+      push(make(kind::big_integer));
       return;
     }
-    push(add(kind::integer, 0, static_cast<std::int64_t>(v)));
+    push(make_integer(static_cast<std::int64_t>(v)));
   }
 
   void stop() {
@@ -276,22 +375,22 @@ class pickle_machine {
         push(top());
         return;
       case 'N':
-        push(add(kind::none));
+        push(make(kind::none));
         return;
       case 0x88:
-        push(add(kind::boolean, 0, 1));
+        push(make(kind::boolean, 1));
         return;
       case 0x89:
-        push(add(kind::boolean, 0, 0));
+        push(make(kind::boolean, 0));
         return;
       case 'J':
-        push(add(kind::integer, 0, static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)))));
+        push(make_integer(static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)))));
         return;
       case 'K':
-        push(add(kind::integer, 0, static_cast<std::int64_t>(le(1))));
+        push(make_integer(static_cast<std::int64_t>(le(1))));
         return;
       case 'M':
-        push(add(kind::integer, 0, static_cast<std::int64_t>(le(2))));
+        push(make_integer(static_cast<std::int64_t>(le(2))));
         return;
       case 0x8a:  // LONG1
         integer_bytes(le(1));
@@ -306,88 +405,78 @@ class pickle_machine {
         const std::string_view s = take(8);
         std::uint64_t bits = 0;
         for (char c : s) bits = (bits << 8) | static_cast<unsigned char>(c);
-        push(add(kind::floating, 0, static_cast<std::int64_t>(bits)));
+        tree_.wide_.push_back(static_cast<std::int64_t>(bits));
+        push(make(kind::floating, tree_.wide_.size() - 1));
         return;
       }
       case 0x8c:  // SHORT_BINUNICODE
-        push(add_text(kind::string, le(1)));
+        push(make_text(kind::string, le(1)));
         return;
       case 'X':  // BINUNICODE
-        push(add_text(kind::string, le(4)));
+        push(make_text(kind::string, le(4)));
         return;
       case 0x8d:  // BINUNICODE8
-        push(add_text(kind::string, le(8)));
+        push(make_text(kind::string, le(8)));
         return;
       case 'C':  // SHORT_BINBYTES
-        push(add_text(kind::bytes, le(1)));
+        push(make_text(kind::bytes, le(1)));
         return;
       case 'B':  // BINBYTES
-        push(add_text(kind::bytes, le(4)));
+        push(make_text(kind::bytes, le(4)));
         return;
       case 0x8e:  // BINBYTES8
-        push(add_text(kind::bytes, le(8)));
+        push(make_text(kind::bytes, le(8)));
         return;
       case ']':
-        push(add_container(kind::list));
+        push(make_container(kind::list));
         return;
       case 'l':
-        push(add_container(kind::list, pop_mark()));
+        collect(kind::list, false, "LIST");
         return;
       case ')':
-        push(add_container(kind::tuple));
+        push(make_container(kind::tuple));
         return;
       case 't':
-        push(add_container(kind::tuple, pop_mark()));
+        collect(kind::tuple, false, "TUPLE");
         return;
-      case 0x85: {
-        const ref a = pop();
-        push(add_container(kind::tuple, {a}));
-        return;
-      }
-      case 0x86: {
-        const ref b = pop(), a = pop();
-        push(add_container(kind::tuple, {a, b}));
-        return;
-      }
+      case 0x85:  // TUPLE1 .. TUPLE3
+      case 0x86:
       case 0x87: {
-        const ref c = pop(), b = pop(), a = pop();
-        push(add_container(kind::tuple, {a, b, c}));
+        const std::size_t n = op - 0x84u;
+        ref items[3];
+        for (std::size_t k = n; k-- > 0;) items[k] = pop();
+        const ref t = make_container(kind::tuple);
+        append(t, items, items + n);
+        push(t);
         return;
       }
       case '}':
-        push(add_container(kind::dict));
+        push(make_container(kind::dict));
         return;
-      case 'd': {
-        std::vector<ref> items = pop_mark();
-        if (items.size() % 2 != 0) fail("DICT with an odd number of values (a key without its value)");
-        push(add_container(kind::dict, std::move(items)));
+      case 'd':
+        collect(kind::dict, false, "DICT");
         return;
-      }
       case 'a': {  // APPEND
         const ref v = pop();
-        container(top(), kind::list, "APPEND").push_back(v);
+        const ref list = top();
+        expect_kind(list, kind::list, "APPEND");
+        append(list, &v, &v + 1);
         return;
       }
-      case 'e': {  // APPENDS
-        std::vector<ref> items = pop_mark();
-        auto& list = container(top(), kind::list, "APPENDS");
-        list.insert(list.end(), items.begin(), items.end());
+      case 'e':  // APPENDS
+        collect(kind::list, true, "APPENDS");
         return;
-      }
       case 's': {  // SETITEM
-        const ref v = pop(), k = pop();
-        auto& d = container(top(), kind::dict, "SETITEM");
-        d.push_back(k);
-        d.push_back(v);
+        const ref kv[2] = {pop(), pop()};
+        const ref d = top();
+        expect_kind(d, kind::dict, "SETITEM");
+        const ref pair[2] = {kv[1], kv[0]};
+        append(d, pair, pair + 2);
         return;
       }
-      case 'u': {  // SETITEMS
-        std::vector<ref> items = pop_mark();
-        if (items.size() % 2 != 0) fail("SETITEMS with an odd number of values (a key without its value)");
-        auto& d = container(top(), kind::dict, "SETITEMS");
-        d.insert(d.end(), items.begin(), items.end());
+      case 'u':  // SETITEMS
+        collect(kind::dict, true, "SETITEMS");
         return;
-      }
       case 0x94:  // MEMOIZE
         memo_put(memo_.size());
         return;
@@ -424,6 +513,7 @@ class pickle_machine {
   const pickle_read& read_;
   const std::string& path_;
   const pickle_limits& limits_;
+  const pickle_records* records_;
   std::uint64_t op_offset_ = 0;
   std::vector<ref> stack_;
   std::vector<std::size_t> marks_;
@@ -431,7 +521,7 @@ class pickle_machine {
   std::unordered_map<std::uint64_t, ref> sparse_memo_;
 };
 
-double pickle_tree::floating(ref r) const noexcept { return std::bit_cast<double>(nodes_[r].i); }
+double pickle_tree::floating(ref r) const noexcept { return std::bit_cast<double>(wide_[payload(r)]); }
 
 std::optional<pickle_tree::ref> pickle_tree::find(ref d, std::string_view key) const noexcept {
   const auto kv = items(d);
@@ -453,6 +543,7 @@ std::string_view pickle_tree::name(kind k) noexcept {
     case kind::list: return "a list";
     case kind::tuple: return "a tuple";
     case kind::dict: return "a dict";
+    case kind::record: return "a trace entry";
   }
   return "a value";
 }
@@ -463,9 +554,9 @@ bool is_pickle(std::string_view bytes) noexcept {
 }
 
 pickle_tree read_pickle(std::string start, const pickle_read& read, const std::string& path,
-                        const pickle_limits& limits) {
+                        const pickle_limits& limits, const pickle_records* records) {
   pickle_tree tree;
-  pickle_machine machine(tree, std::move(start), read, path, limits);
+  pickle_machine machine(tree, std::move(start), read, path, limits, records);
   machine.run();
   return tree;
 }

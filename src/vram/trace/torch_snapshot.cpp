@@ -35,6 +35,9 @@ std::optional<trace_action> action_named(std::string_view s) {
   return std::nullopt;
 }
 
+// What the pickle machine compacts: every trace entry, less its frames.
+constexpr pickle_records entry_records{"action", {"addr", "size", "stream", "time_us"}, "frames"};
+
 std::string bytes_text(std::uint64_t n) { return fmt::format("{} bytes", n); }
 
 // Where in the snapshot a value sits ("device_traces[0][17]", "segments[2]['blocks'][5] 'state'"), put
@@ -121,6 +124,33 @@ class snapshot_reader {
     return static_cast<std::uint64_t>(v);
   }
 
+  // An entry's fields, from the record the pickle machine made of it or from the dict it left.
+  struct entry_fields {
+    std::string_view action;
+    std::optional<std::int64_t> addr, size, stream, time_us;
+  };
+
+  entry_fields fields_of(ref e, const place& where) const {
+    entry_fields f;
+    if (t_.kind_of(e) == kind::record) {
+      const auto& r = t_.record_of(e);
+      f.action = t_.record_tag(e);
+      std::optional<std::int64_t>* out[4] = {&f.addr, &f.size, &f.stream, &f.time_us};
+      for (std::size_t k = 0; k < 4; ++k)
+        if ((r.present & (1u << k)) != 0) *out[k] = r.fields[k];
+      return f;
+    }
+    expect(e, kind::dict, where);
+    const auto action_ref = field(e, "action");
+    if (!action_ref) fail(where, "no 'action'");
+    expect(*action_ref, kind::string, where.with_key("action"));
+    f.action = t_.text(*action_ref);
+    std::optional<std::int64_t>* out[4] = {&f.addr, &f.size, &f.stream, &f.time_us};
+    for (std::size_t k = 0; k < 4; ++k)
+      if (field(e, entry_records.fields[k])) *out[k] = integer(e, entry_records.fields[k], where);
+    return f;
+  }
+
   snapshot_device_trace read_device(int device, ref entries, const std::vector<ref>& segments) {
     snapshot_device_trace out;
     out.device = device;
@@ -132,11 +162,8 @@ class snapshot_reader {
     for (std::size_t i = 0; i < items.size(); ++i) {
       const place where{"device_traces", static_cast<std::size_t>(device), i};
       const ref e = items[i];
-      expect(e, kind::dict, where);
-      const auto action_ref = field(e, "action");
-      if (!action_ref) fail(where, "no 'action'");
-      expect(*action_ref, kind::string, where.with_key("action"));
-      const std::string_view name = t_.text(*action_ref);
+      const entry_fields f = fields_of(e, where);
+      const std::string_view name = f.action;
       const auto action = action_named(name);
       if (!action) {
         ++skipped_other;
@@ -146,11 +173,14 @@ class snapshot_reader {
       }
       trace_event ev;
       ev.action = *action;
-      ev.addr = static_cast<std::uint64_t>(integer(e, "addr", where));  // an address; PyTorch writes it signed
-      ev.size = unsigned_integer(e, "size", where);
-      ev.stream = field(e, "stream") ? static_cast<std::uint64_t>(integer(e, "stream", where)) : 0;
-      if (field(e, "time_us")) {
-        ev.time_us = integer(e, "time_us", where);
+      if (!f.addr) fail(where, "no 'addr'");
+      if (!f.size) fail(where, "no 'size'");
+      if (*f.size < 0) fail(where, fmt::format("'size' is negative ({})", *f.size));
+      ev.addr = static_cast<std::uint64_t>(*f.addr);  // an address; PyTorch writes it signed
+      ev.size = static_cast<std::uint64_t>(*f.size);
+      ev.stream = static_cast<std::uint64_t>(f.stream.value_or(0));
+      if (f.time_us) {
+        ev.time_us = *f.time_us;
         if (ev.time_us < 0) fail(where, fmt::format("'time_us' is negative ({})", ev.time_us));
       } else {
         ev.time_us = last_time;
@@ -182,9 +212,9 @@ class snapshot_reader {
     std::uint64_t segs_before = 0, segs_before_bytes = 0;
     __extension__ using int128 = __int128;
     int128 mapped = 0, lowest_mapped = 0;
-    std::vector<trace_event> kept;
-    kept.reserve(out.events.size());
-    for (const trace_event& e : out.events) {
+    std::size_t kept = 0;  // events are kept in place, less the dropped ones
+    for (std::size_t i = 0; i < out.events.size(); ++i) {
+      const trace_event e = out.events[i];
       switch (e.action) {
         case trace_action::alloc:
           live[e.addr] = e.size;
@@ -224,9 +254,9 @@ class snapshot_reader {
         default:
           break;
       }
-      kept.push_back(e);
+      out.events[kept++] = e;
     }
-    out.events = std::move(kept);
+    out.events.resize(kept);
     // Unmapped in the trace more than it mapped: the rest was mapped before it.
     std::uint64_t premapped = lowest_mapped < 0 ? static_cast<std::uint64_t>(-lowest_mapped) : 0;
     const std::uint64_t mapped_in_trace = premapped;
@@ -322,6 +352,8 @@ class snapshot_reader {
 };
 
 }  // namespace
+
+const pickle_records& snapshot_records() noexcept { return entry_records; }
 
 std::vector<snapshot_device_trace> read_torch_snapshot(const pickle_tree& tree, const std::string& path) {
   return snapshot_reader(tree, path).read();

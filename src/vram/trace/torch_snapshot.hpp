@@ -27,6 +27,10 @@ struct snapshot_device_trace {
   std::vector<std::string> notes;  // what was inferred, one sentence each
 };
 
+/// @brief What read_pickle should compact as it reads a snapshot: each trace entry into a record, its stack
+/// frames dropped (pass it to read_pickle; read_torch_snapshot takes records and dicts alike).
+const pickle_records& snapshot_records() noexcept;
+
 /// @brief The trace of every device with entries in the snapshot, in device order.
 /// @throws input_error "PATH: device_traces[D][I]: problem" for a pickle that is not a memory snapshot.
 std::vector<snapshot_device_trace> read_torch_snapshot(const pickle_tree& tree, const std::string& path);

@@ -96,7 +96,7 @@ std::vector<trace_event> read_gzip(std::unique_ptr<gzip_inflater> in, std::strin
 // A PyTorch memory snapshot: one trace per device with entries ("NAME.devN" unless only device 0 has any).
 std::vector<trace> snapshot_traces(std::string start, const pickle_read& read, const std::string& path,
                                    const std::string& name, const read_options& options) {
-  const pickle_tree tree = read_pickle(std::move(start), read, path);
+  const pickle_tree tree = read_pickle(std::move(start), read, path, {}, &snapshot_records());
   std::vector<snapshot_device_trace> devices = read_torch_snapshot(tree, path);
   if (options.device_index) {
     std::vector<int> present;
