@@ -122,6 +122,36 @@ TEST(Cli, ExtremeTimesAndSegmentSizesAreReadReplayedFittedAndChecked) {
   EXPECT_EQ(o.code, 0) << o.out;
 }
 
+TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
+  EXPECT_EQ(run("record").code, 2);
+  EXPECT_THAT(run("record").out, ::testing::HasSubstr("vram record needs a command to run"));
+  const outcome missing = run("record --library /no/such/libvram_record.so -- true");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.out, ::testing::HasSubstr("--library /no/such/libvram_record.so: no such file"));
+  // A stand-in for the recorder (the CUDA driver, which would load it, is absent here): the command itself
+  // writes what the recorder would, for devices 0 and 1, and exits 4. vram record passes the recorder and the
+  // output to the command, reads back both files (6 events, A 3 MiB + B 3 MiB live at once: 6 MiB), and
+  // exits with the command's status.
+  const auto dir = test_dir();
+  const std::string small = (dir / "small.vram").string();
+  ASSERT_EQ(run("convert " + std::string(VRAM_TEST_DATA) + "/../../examples/traces/small.csv -o " + small).code, 0);
+  const std::string out = (dir / "run.vram").string();
+  const outcome o = run("record --library /bin/true -o " + out + " -- sh -c 'test \"$CUDA_INJECTION64_PATH\" = /bin/true && "
+                        "cp " + small + " \"$VRAM_RECORD_OUTPUT\" && cp " + small +
+                        " \"${VRAM_RECORD_OUTPUT%.vram}.dev1.vram\" && exit 4'");
+  EXPECT_EQ(o.code, 4) << o.out;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("run.vram       6            3   6.00 MiB            -"));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("run.dev1.vram  6            3   6.00 MiB            -"));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("shows its segments, not its tensors"));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("vram record: 'sh' exited with status 4"));
+  // A command that writes nothing: the files of the run before are removed, not reported as this run's.
+  const outcome none = run("record --library /bin/true -o " + out + " -- true");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_THAT(none.out, ::testing::HasSubstr("vram record: 'true' ran and wrote no recording"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run.dev1.vram"));
+}
+
 TEST(Cli, VersionHelpAndUnknownCommandsSayWhatTheyAre) {
   EXPECT_EQ(run("--version").out, "vram " VRAM_VERSION "\n");
   EXPECT_EQ(run("version").out, "vram " VRAM_VERSION "\n");

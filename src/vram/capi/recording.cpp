@@ -48,12 +48,7 @@ recording::recording(std::string path) : path_(std::move(path)), start_(std::chr
 }
 
 std::string recording::device_path(const std::string& path, int device) {
-  if (device == 0) return path;
-  const std::size_t slash = path.find_last_of('/');
-  const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
-  const std::size_t dot = path.find('.', base + 1);  // the first extension, not a leading dot of the name
-  if (dot == std::string::npos) return fmt::format("{}.dev{}", path, device);
-  return fmt::format("{}.dev{}{}", path.substr(0, dot), device, path.substr(dot));
+  return device_recording_path(path, device);
 }
 
 void recording::record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream) {

@@ -76,4 +76,13 @@ void trace_recorder::flush() {
   write_all(fd_, detail::vram_header(written_count_, payload_size_, payload_crc_), 0, path_);
 }
 
+std::string device_recording_path(const std::string& path, int device) {
+  if (device == 0) return path;
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t dot = path.find('.', base + 1);  // the first extension, not a leading dot of the name
+  if (dot == std::string::npos) return fmt::format("{}.dev{}", path, device);
+  return fmt::format("{}.dev{}{}", path.substr(0, dot), device, path.substr(dot));
+}
+
 }  // namespace vram

@@ -58,4 +58,8 @@ class trace_recorder {
   std::uint32_t payload_crc_ = 0;
 };
 
+/// @brief The file of device @p device in a recording asked for as @p path: @p path itself for device 0,
+/// "run.dev1.vram" for device 1 of "run.vram" (before the first extension; "run.dev1" without one).
+std::string device_recording_path(const std::string& path, int device);
+
 }  // namespace vram
