@@ -5,8 +5,9 @@
 # Lines without `$ ` are synopses or need the reader's own files (`vram replay run.vram`) and are not run.
 # Each document's examples run in order, in a folder of their own holding `build/vram` (the tool under test)
 # and `examples` (the repository's), so one example may use what an earlier one wrote. A command that names
-# its expected exit status in its comment (`# exits 3`) must exit with it; every other must exit 0. A command
-# that appears in several documents runs once. Run by ctest:
+# its expected exit status in its comment (`# exits 3`) must exit with it; every other must exit 0; one whose
+# comment says `# needs a GPU` (vram record, which runs a CUDA program) is listed, not run. A command that
+# appears in several documents runs once. Run by ctest:
 #   cmake -DSOURCE=<repo> -DVRAM=<path of the vram tool> -DWORK=<folder> -P doc_examples.cmake
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK})
@@ -47,6 +48,10 @@ foreach(doc IN LISTS documents)
     string(REPLACE "<semicolon>" ";" entry "${entry}")
     string(REPLACE "<lb>" "[" entry "${entry}")
     string(REPLACE "<rb>" "]" entry "${entry}")
+    if(entry MATCHES "[ ]+#[ ]*needs a GPU")
+      message(STATUS "not run here (needs a GPU): ${doc}: ${entry}")
+      continue()
+    endif()
     set(expected 0)
     if(entry MATCHES "[ ]+#[ ]*exits ([0-9]+)")
       set(expected ${CMAKE_MATCH_1})
