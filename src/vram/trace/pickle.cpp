@@ -146,6 +146,12 @@ class pickle_machine {
   }
 
   ref make_container(kind k) {
+    if (!free_containers_.empty()) {  // the slot of a dict made a record
+      const std::uint64_t slot = free_containers_.back();
+      free_containers_.pop_back();
+      tree_.containers_[slot] = pickle_tree::container{};
+      return make(k, slot);
+    }
     tree_.containers_.emplace_back();
     return make(k, tree_.containers_.size() - 1);
   }
@@ -235,30 +241,24 @@ class pickle_machine {
   // The dict under stack_[m - 1], whose items are stack_[m, end), as a record (pickle_records): false, and
   // nothing changed, when it is not one.
   bool compact(ref dict, std::size_t m) {
-    const pickle_records& spec = *records_;
     pickle_tree::record rec;
     bool tagged = false;
     std::optional<ref> dropped;
     for (std::size_t i = m; i + 1 < stack_.size(); i += 2) {
       const ref k = stack_[i], v = stack_[i + 1];
       if (tree_.kind_of(k) != kind::string) return false;
-      const std::string_view key = tree_.text(k);
-      if (key == spec.tag_key) {
+      const int role = role_of(pickle_tree::payload(k));
+      if (role == role_tag) {
         if (tree_.kind_of(v) != kind::string) return false;
         rec.tag = pickle_tree::payload(v);
         tagged = true;
-        continue;
-      }
-      bool field = false;
-      for (std::size_t f = 0; f < 4; ++f) {
-        if (key != spec.fields[f]) continue;
+      } else if (role >= 0 && role < 4) {
         if (tree_.kind_of(v) != kind::integer) return false;
-        rec.fields[f] = tree_.integer(v);
-        rec.present |= static_cast<std::uint8_t>(1u << f);
-        field = true;
-        break;
+        rec.fields[role] = tree_.integer(v);
+        rec.present |= static_cast<std::uint8_t>(1u << role);
+      } else if (role == role_dropped && tree_.kind_of(v) == kind::list) {
+        dropped = v;
       }
-      if (!field && key == spec.dropped_key && tree_.kind_of(v) == kind::list) dropped = v;
     }
     if (!tagged) return false;
     tree_.records_.push_back(rec);
@@ -270,14 +270,33 @@ class pickle_machine {
         c = pickle_tree::container{0, 0, 0, c.memo};
       }
     }
-    // The record replaces the dict under the MARK and in the memo.
+    // The record replaces the dict under the MARK and in the memo, and the dict's slot is reused. (A
+    // hand-made pickle that kept another reference to the dict, by DUP, reads another container there: a
+    // wrong value, never a wrong access.)
     stack_[m - 1] = r;
     if (const std::uint64_t slot = tree_.containers_[pickle_tree::payload(dict)].memo; slot != ~std::uint64_t{0}) {
       if (slot < memo_.size()) memo_[slot] = r;
       else sparse_memo_[slot] = r;
     }
+    free_containers_.push_back(pickle_tree::payload(dict));
     stack_.resize(m);
     return true;
+  }
+
+  // What the interned string @p id is as a key of a record (pickle_records): a field's index, role_tag,
+  // role_dropped or role_other; worked out once a string.
+  static constexpr int role_tag = 4, role_dropped = 5, role_other = 6;
+  int role_of(std::uint64_t id) {
+    if (id >= roles_.size()) roles_.resize(id + 1, -1);
+    if (roles_[id] >= 0) return roles_[id];
+    const std::string_view key = tree_.strings_[id];
+    int role = role_other;
+    if (key == records_->tag_key) role = role_tag;
+    else if (key == records_->dropped_key) role = role_dropped;
+    for (int f = 0; f < 4; ++f)
+      if (key == records_->fields[f]) role = f;
+    roles_[id] = static_cast<std::int8_t>(role);
+    return role;
   }
 
   void expect_kind(ref r, kind want, std::string_view op) {
@@ -519,6 +538,8 @@ class pickle_machine {
   std::vector<std::size_t> marks_;
   std::vector<ref> memo_;
   std::unordered_map<std::uint64_t, ref> sparse_memo_;
+  std::vector<std::uint64_t> free_containers_;
+  std::vector<std::int8_t> roles_;  // by string id; -1: not worked out yet
 };
 
 double pickle_tree::floating(ref r) const noexcept { return std::bit_cast<double>(wide_[payload(r)]); }
