@@ -12,7 +12,7 @@
 
 #include "vram/device/sim_device.hpp"
 #include "vram/replay/replay.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/workload/workload.hpp"
 

@@ -18,7 +18,7 @@
 #include "vram/bench/measure.hpp"
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram::bench {
 namespace {

@@ -16,7 +16,7 @@
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram {
 namespace {

@@ -20,7 +20,7 @@
 #include "vram/core/size.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/emulation/rmm_pool_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "support/live_map.hpp"
 
 namespace vram {

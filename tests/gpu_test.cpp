@@ -41,7 +41,7 @@
 #include "vram/device/cuda_driver.hpp"
 #include "vram/emulation/rmm_pool_resource.hpp"
 #include "vram/pool/pool_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram {
 namespace {

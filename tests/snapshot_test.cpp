@@ -19,7 +19,7 @@
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/replay/replay.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/trace/gzip.hpp"
 #include "vram/trace/pickle.hpp"
 #include "vram/trace/torch_snapshot.hpp"

@@ -10,7 +10,7 @@
 #include "vram/core/error.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/replay/soak.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/workload/trace_builder.hpp"
 #include "vram/workload/workload.hpp"
 

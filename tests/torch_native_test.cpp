@@ -5,7 +5,7 @@
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/emulation/torch_caching_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram {
 namespace {

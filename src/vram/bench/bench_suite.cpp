@@ -24,7 +24,7 @@
 #include "vram/core/size.hpp"
 #include "vram/device/device.hpp"
 #include "vram/pool/pool_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram::bench {
 

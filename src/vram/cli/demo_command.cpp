@@ -9,7 +9,7 @@
 #include "vram/device/device_spec.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/replay_report.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/workload/workload.hpp"
 
 namespace vram::cli {

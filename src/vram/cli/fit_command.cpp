@@ -12,7 +12,7 @@
 #include "vram/device/device_spec.hpp"
 #include "vram/replay/fit.hpp"
 #include "vram/report/replay_report.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/trace/trace_io.hpp"
 
 namespace vram::cli {

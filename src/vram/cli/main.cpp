@@ -10,7 +10,7 @@
 
 #include "vram/cli/commands.hpp"
 #include "vram/core/error.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace {
 

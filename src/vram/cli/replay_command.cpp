@@ -12,7 +12,7 @@
 #include "vram/device/device_spec.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/replay_report.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 #include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
 #include "vram/trace/trace_check.hpp"

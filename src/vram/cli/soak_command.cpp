@@ -8,6 +8,7 @@
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/replay/soak.hpp"
+#include "vram/report/soak_table.hpp"
 
 namespace vram::cli {
 

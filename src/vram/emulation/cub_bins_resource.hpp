@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "vram/resource/memory_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "vram/resource/memory_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "vram/resource/memory_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

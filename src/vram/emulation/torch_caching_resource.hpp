@@ -36,7 +36,7 @@
 
 #include "vram/emulation/torch_block_pool.hpp"
 #include "vram/resource/memory_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

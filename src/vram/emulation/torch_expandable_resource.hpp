@@ -17,7 +17,7 @@
 
 #include "vram/core/types.hpp"
 #include "vram/resource/memory_resource.hpp"
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

@@ -28,7 +28,7 @@
 #include <cstddef>
 #include <string>
 
-#include "vram/resource/registry.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 namespace vram {
 

@@ -86,7 +86,4 @@ soak_policy_result soak_policy(const trace& t, std::string_view policy, const si
 /// @brief The report as JSON (keys in docs/soak.md).
 nlohmann::json to_json(const soak_report& report);
 
-/// @brief The report as a table for people, with a heading and a line explaining creep.
-std::string format_soak_table(const soak_report& report);
-
 }  // namespace vram

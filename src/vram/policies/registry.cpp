@@ -1,5 +1,5 @@
 // The policy table and the parsing of policy specs.
-#include "vram/resource/registry.hpp"
+#include "vram/policies/registry.hpp"
 
 #include <array>
 

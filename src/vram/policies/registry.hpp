@@ -2,7 +2,8 @@
 // The table of allocation policies by name: what `--policy` accepts. A policy spec is a name with optional
 // settings: "torch-native" or "torch-native:max_split_size_mb=128;garbage_collection_threshold=0.8", or in
 // PyTorch's own syntax, as PYTORCH_CUDA_ALLOC_CONF writes it: "torch-native:max_split_size_mb:128,
-// expandable_segments:True".
+// expandable_segments:True". The composition root of the allocators: above resource/, pool/ and emulation/,
+// which it puts together, and below replay/, report/ and the tools, which name policies.
 
 #include <functional>
 #include <map>
@@ -13,11 +14,9 @@
 #include <vector>
 
 #include "vram/resource/memory_resource.hpp"
+#include "vram/resource/policy_options.hpp"
 
 namespace vram {
-
-/// @brief Settings of a policy, key to value, as written after the ':' of a spec.
-using policy_options = std::map<std::string, std::string, std::less<>>;
 
 struct policy_info {
   std::string_view name;
