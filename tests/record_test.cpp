@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/expect_events.hpp"
 #include "vram/record/memory_ops.hpp"
 #include "vram/trace/trace_recorder.hpp"
 
@@ -12,16 +13,7 @@ namespace {
 using k = memory_op::kind;
 using a = trace_action;
 
-bool same(const trace_event& x, const trace_event& y) {
-  return x.time_us == y.time_us && x.addr == y.addr && x.size == y.size && x.stream == y.stream && x.action == y.action;
-}
-
-void expect_events(const std::vector<trace_event>& got, const std::vector<trace_event>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    EXPECT_TRUE(same(got[i], want[i])) << "event " << i << ": " << to_string(got[i].action) << " t=" << got[i].time_us
-                                       << " addr=" << got[i].addr << " size=" << got[i].size;
-}
+using test::expect_events;
 
 TEST(RecordedOps, SortsByTimeAndTakesReleaseSizesFromTheirAllocations) {
   // Records arrive out of order (CUPTI delivers buffers late); releases carry no size.

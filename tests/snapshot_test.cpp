@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_events.hpp"
 #include "support/pickle_writer.hpp"
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
@@ -99,17 +100,7 @@ std::string read_error(const std::string& bytes, const read_options& o = {}) {
   return "no error";
 }
 
-bool same(const trace_event& x, const trace_event& y) {
-  return x.time_us == y.time_us && x.addr == y.addr && x.size == y.size && x.stream == y.stream && x.action == y.action;
-}
-
-void expect_events(const std::vector<trace_event>& got, const std::vector<trace_event>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    EXPECT_TRUE(same(got[i], want[i])) << "event " << i << ": " << to_string(got[i].action) << " t=" << got[i].time_us
-                                       << " addr=" << got[i].addr << " size=" << got[i].size
-                                       << " stream=" << got[i].stream;
-}
+using test::expect_events;
 
 // ---- the pickle machine ----
 
