@@ -1,7 +1,7 @@
 #pragma once
 // The allocator interface, in the style of RMM's device_memory_resource: allocate(bytes, stream) and
-// deallocate(ptr, bytes, stream). vram's pool, the emulations of other allocators and the decorators all
-// implement it. Every resource draws on one device through the device seam and never calls a driver itself.
+// deallocate(ptr, bytes, stream). vram's pool and the emulations of other allocators implement it (there
+// are no decorators yet: statistics and limits live inside the pool). Every resource draws on one device through the device seam and never calls a driver itself.
 //
 // Contracts shared by all resources (checked by tests/conformance_test.cpp):
 //  - allocate(0) returns 0 and deallocate(0, ...) does nothing, as cudaMalloc / cudaFree do;
