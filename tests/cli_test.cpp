@@ -152,6 +152,28 @@ TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run.dev1.vram"));
 }
 
+TEST(Cli, ASnapshotsInferredStartIsSaidOnStderrAndInEveryJson) {
+  // preexisting.pickle: recording began after 3 tensors were allocated (tests/data/snapshots); the reader
+  // notes 3 things (blocks, segments, the late start), in each command's JSON as on standard error.
+  const std::string snap = std::string(VRAM_TEST_DATA) + "/snapshots/preexisting.pickle";
+  const auto json_of = [](const outcome& o) {  // run() merges standard error in: the JSON is what follows it
+    const auto at = o.out.find("[\n");
+    return nlohmann::json::parse(at == std::string::npos ? std::string("null") : o.out.substr(at));
+  };
+  for (const std::string args : {"replay " + snap + " --policy torch-native --device sim --json",
+                                 "fit " + snap + " --policy torch-native --json"}) {
+    const outcome o = run(args);
+    ASSERT_EQ(o.code, 0) << args;
+    const auto rows = json_of(o);
+    ASSERT_EQ(rows[0]["trace_notes"].size(), 3u) << args;
+    EXPECT_THAT(rows[0]["trace_notes"][0].get<std::string>(),
+                ::testing::StartsWith("3 blocks (45093768 bytes) were live before the first entry"));
+    EXPECT_THAT(o.out, ::testing::HasSubstr("note: " + snap + " (preexisting): 3 blocks"));
+  }
+  const outcome check = run("check " + snap + " --json");
+  EXPECT_EQ(json_of(check)[0]["notes"].size(), 3u);
+}
+
 TEST(Cli, VersionHelpAndUnknownCommandsSayWhatTheyAre) {
   EXPECT_EQ(run("--version").out, "vram " VRAM_VERSION "\n");
   EXPECT_EQ(run("version").out, "vram " VRAM_VERSION "\n");

@@ -69,6 +69,7 @@ void run_fit(const fit_args& a) {
                                       *f.lowest_fit_bytes / options.device.granularity, format_bytes(*f.fit_bytes),
                                       *f.fit_bytes / options.device.granularity, options.verify_granules));
         j["max_device_bytes"] = options.device.capacity;
+        if (!t.notes.empty()) j["trace_notes"] = t.notes;
         out.push_back(std::move(j));
         results.push_back(f.replay);
         fits.push_back(f.fit_bytes);
