@@ -26,7 +26,7 @@ struct convert_args {
 void run_convert(const convert_args& a) {
   const trace_format f = parse_trace_format(a.to);
   const trace t = read_trace(a.input, a.read);
-  for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", a.input, t.name, note);
+  print_notes(a.input, t);
   const std::string problems = describe_problems(a.input, t, check_trace(t));
   if (!problems.empty()) {
     if (!a.force) throw input_error(problems + "not converted (use --force to convert it as it is)");

@@ -19,10 +19,13 @@ void add_device_index_option(CLI::App* cmd, read_options& options) {
       "Of a PyTorch snapshot with several devices, only device N (default: each device as its own trace)");
 }
 
+void print_notes(const std::string& path, const trace& t) {
+  for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", path, t.name, note);
+}
+
 std::vector<trace> read_input(const std::string& path, const read_options& options) {
   std::vector<trace> traces = read_traces(path, options);
-  for (const auto& t : traces)
-    for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", path, t.name, note);
+  for (const auto& t : traces) print_notes(path, t);
   return traces;
 }
 

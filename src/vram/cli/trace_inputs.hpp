@@ -16,6 +16,9 @@ namespace vram::cli {
 /// @brief Adds `--device-index N` to @p cmd, stored in @p options.
 void add_device_index_option(CLI::App* cmd, read_options& options);
 
+/// @brief Prints what the reader inferred of @p t, read from @p path, on standard error: "note: PATH (NAME): ...".
+void print_notes(const std::string& path, const trace& t);
+
 /// @brief The traces in @p path; each note the reader made goes to standard error as "note: PATH: ...".
 std::vector<trace> read_input(const std::string& path, const read_options& options);
 
