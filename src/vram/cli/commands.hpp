@@ -16,6 +16,7 @@ void add_probe_command(CLI::App& app);
 void add_soak_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_record_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 /// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
 /// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().

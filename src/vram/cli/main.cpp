@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   vram::cli::add_soak_command(app);
   vram::cli::add_bench_command(app);
   vram::cli::add_record_command(app);
+  vram::cli::add_report_command(app);
   app.add_subcommand("version", "Print vram's version")->callback([] { std::printf("%s\n", version_text); });
   // A first word that is no option and no command: say so, rather than CLI11's "A subcommand is required".
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });

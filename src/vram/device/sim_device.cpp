@@ -769,6 +769,21 @@ std::size_t sim_device::peak_used_bytes() const {
   return impl_->peak;
 }
 
+std::vector<device_region> sim_device::regions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<device_region> out;
+  out.reserve(impl_->legacy.size() + impl_->mappings.size());
+  for (const auto& [base, entry] : impl_->legacy) {
+    if (entry.large)
+      out.push_back({base, static_cast<std::size_t>(entry.value), device_region::kind::legacy_block, 0});
+    else
+      out.push_back({base, detail::legacy_page, device_region::kind::legacy_page, 0});
+  }
+  for (const auto& [va, m] : impl_->mappings) out.push_back({va, m.bytes, device_region::kind::mapping, m.handle});
+  std::sort(out.begin(), out.end(), [](const device_region& a, const device_region& b) { return a.va < b.va; });
+  return out;
+}
+
 void sim_device::validate() const {
   std::lock_guard lock(mutex_);
   impl_->validate();

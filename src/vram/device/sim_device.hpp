@@ -32,6 +32,21 @@ struct sim_device_options {
   int index = 0;
 };
 
+/// @brief A piece of device memory handed out, as `vram report` draws the address space.
+struct device_region {
+  enum class kind : std::uint8_t {
+    legacy_page,   // a 2 MiB page shared by legacy blocks of up to 1 MiB
+    legacy_block,  // a legacy block of its own pages (a multiple of 2 MiB)
+    mapping        // a physical handle mapped into a reservation
+  };
+  device_ptr va = 0;
+  std::size_t bytes = 0;
+  kind what = kind::mapping;
+  phys_handle handle = 0;  // mappings only
+
+  bool operator==(const device_region&) const = default;
+};
+
 class sim_device final : public device {
  public:
   explicit sim_device(sim_device_options options = {});
@@ -72,6 +87,8 @@ class sim_device final : public device {
   std::size_t capacity() const noexcept { return options_.capacity; }
   /// @brief Peak of used_bytes() since construction.
   std::size_t peak_used_bytes() const;
+  /// @brief Every legacy page and block and every mapping, by address (O(state)).
+  std::vector<device_region> regions() const;
   /// @brief Checks all of the bookkeeping (pages, address ranges, mappings, handles, streams); throws
   /// invariant_error naming the broken invariant. O(state): for tests, not for every call.
   void validate() const;

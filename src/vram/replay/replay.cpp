@@ -55,7 +55,20 @@ device_call_stats sum(const device_call_stats& a, const device_call_stats& b) {
   return d;
 }
 
+using live_table = std::unordered_map<std::uint64_t, live_block>;
+
 }  // namespace detail
+
+std::size_t live_blocks::size() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [addr, b] : *static_cast<const detail::live_table*>(table_)) n += b.ptr != 0;
+  return n;
+}
+
+void live_blocks::visit(void* fn, void (*call)(void*, device_ptr, std::size_t)) const {
+  for (const auto& [addr, b] : *static_cast<const detail::live_table*>(table_))
+    if (b.ptr != 0) call(fn, b.ptr, b.size);
+}
 
 std::optional<std::size_t> recorded_peak_reserved(const trace& t) {
   bool any = false;
@@ -98,7 +111,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
   }();
   const device_call_stats calls_start = dev.calls();  // the query above is not the allocator's
 
-  std::unordered_map<std::uint64_t, detail::live_block> live;
+  detail::live_table live;
   live.reserve(4096);
   std::size_t live_bytes = 0;
   double weighted_ratio = 0, weighted_time = 0;
@@ -111,8 +124,15 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
   std::size_t i = 0;
   std::size_t reserved = resource.reserved_bytes();
   std::int64_t state_since = t0;  // the state (live_bytes, reserved) has held since this time
+  bool failed = false;            // the current row is an alloc that failed
+  const auto tell = [&](std::size_t row, const trace_event& e) {
+    const replay_step s{row, e.time_us - t0, live_bytes, resource.reserved_bytes(), e.size,
+                        e.action == trace_action::alloc && failed};
+    options.observer->step(s, live_blocks(&live));
+  };
   for (; i < n; ++i) {
     const trace_event& e = t.events[i];
+    failed = false;
     // The state before this row held from state_since until now: weight reserved / live by that time.
     if (live_bytes > 0 && e.time_us > state_since) {
       const double dt = static_cast<double>(e.time_us - state_since);
@@ -134,7 +154,8 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
         it->second = detail::live_block{0, e.size, e.stream};
       }
       const device_ptr p = e.size == 0 ? 0 : resource.try_allocate(e.size, e.stream);
-      if (p == 0 && e.size != 0) {
+      failed = p == 0 && e.size != 0;
+      if (failed) {
         if (r.failed_allocations++ == 0) {
           r.first_failure_event = i;
           r.first_failure_time_s = static_cast<double>(e.time_us - t0) * 1e-6;
@@ -143,6 +164,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
               info.total == 0 ? 0.0 : static_cast<double>(info.free) / static_cast<double>(info.total);
         }
         if (options.stop_at_first_failure) {
+          if (options.observer != nullptr) tell(i, e);
           ++i;
           break;
         }
@@ -167,6 +189,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
 
     if (options.validate_each_step) resource.validate();
     reserved = resource.reserved_bytes();
+    if (options.observer != nullptr) tell(i, e);
     if (live_bytes > r.peak_live_bytes) r.peak_live_bytes = live_bytes;
     if (resource.allocated_bytes() > r.peak_allocated_bytes) r.peak_allocated_bytes = resource.allocated_bytes();
     if (reserved > r.peak_reserved_bytes) {

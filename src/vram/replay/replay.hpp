@@ -16,9 +16,43 @@
 
 namespace vram {
 
+/// @brief One program row (alloc or free_requested) as the replay left it, after the allocator answered.
+struct replay_step {
+  std::size_t index = 0;           // the row's index in the trace
+  std::int64_t time_us = 0;        // the row's time, from the trace's first row
+  std::size_t live_bytes = 0;      // requested bytes of the blocks live after the row
+  std::size_t reserved_bytes = 0;  // the allocator's reserved bytes after the row
+  std::size_t request_bytes = 0;   // the row's size
+  bool failed = false;             // an alloc row the allocator could not serve
+};
+
+/// @brief The blocks live at a step, as the allocator placed them (valid during replay_observer::step only).
+class live_blocks {
+ public:
+  explicit live_blocks(const void* table) noexcept : table_(table) {}
+  /// @brief Calls @p f(ptr, requested bytes) for each live block, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    visit(&f, [](void* fn, device_ptr p, std::size_t bytes) { (*static_cast<F*>(fn))(p, bytes); });
+  }
+  std::size_t size() const noexcept;
+
+ private:
+  void visit(void* fn, void (*call)(void*, device_ptr, std::size_t)) const;
+  const void* table_;
+};
+
+/// @brief Watches a replay row by row (vram report draws from it). Called after every program row.
+class replay_observer {
+ public:
+  virtual ~replay_observer() = default;
+  virtual void step(const replay_step& s, const live_blocks& blocks) = 0;
+};
+
 struct replay_options {
   bool validate_each_step = false;  // run the allocator's validate() after every event (tests, debug)
   bool stop_at_first_failure = false;  // end at the first failed allocation (vram fit)
+  replay_observer* observer = nullptr;  // told of every program row, where set
 };
 
 /// @brief What one replay measured. Byte figures are exact; times are seconds.

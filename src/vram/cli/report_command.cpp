@@ -1,0 +1,112 @@
+// `vram report TRACE... [--policy P1,P2] [--device sim[:CAPACITY]] [-o report.html]`: one self-contained HTML
+// page that shows where the memory went (docs/report.md).
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
+#include "vram/cli/trace_inputs.hpp"
+#include "vram/core/error.hpp"
+#include "vram/core/size.hpp"
+#include "vram/device/device_spec.hpp"
+#include "vram/policies/registry.hpp"
+#include "vram/report/html_page.hpp"
+#include "vram/report/report_data.hpp"
+#include "vram/trace/file_io.hpp"
+
+namespace vram::cli {
+
+namespace {
+
+struct report_args {
+  std::vector<std::string> traces;
+  std::string policies = "vram,torch-native,torch-expandable";
+  std::string device = "sim";
+  std::string output = "report.html";
+  long long points = 4096;
+  long long moments = 24;
+  std::vector<double> at;
+  bool no_fit = false;
+  bool no_curve = false;
+  bool static_charts = false;
+  bool json = false;
+  read_options read;
+  std::string command_line;
+};
+
+void run_report(const report_args& a) {
+  report_options o;
+  o.policies = parse_policy_list(a.policies);
+  const auto spec = parse_device_spec(a.device);
+  if (spec.which == device_spec::kind::cuda)
+    throw usage_error("vram report replays on the simulated device, which it can draw: use --device sim[:CAPACITY] "
+                      "(vram replay --device cuda measures a GPU)");
+  o.device = sim_options(spec);
+  if (a.points < 16 || a.points > 1'000'000)
+    throw usage_error(fmt::format("bad --points {}: from 16 to 1000000 per series", a.points));
+  if (a.moments < 0 || a.moments > 1000) throw usage_error(fmt::format("bad --moments {}: from 0 to 1000", a.moments));
+  for (const double s : a.at)
+    if (!(s >= 0)) throw usage_error(fmt::format("bad --at {}: seconds from the trace's start, 0 or more", s));
+  o.points = static_cast<std::size_t>(a.points);
+  o.moments = static_cast<std::size_t>(a.moments);
+  o.at_seconds = a.at;
+  o.fit = !a.no_fit;
+  o.curve = !a.no_curve;
+  progress_line progress;
+  o.progress = [&](const std::string& what) { progress.show(what); };
+
+  nlohmann::json traces = nlohmann::json::array();
+  for (const auto& path : a.traces) {
+    progress.show(fmt::format("reading {}", path));
+    for (const trace& t : read_input(path, a.read)) traces.push_back(report_trace(t, o));
+  }
+  progress.show("writing the page");
+  nlohmann::json data = {{"version", 1},
+                         {"command", a.command_line},
+                         {"device", {{"name", o.device.label}, {"capacity", o.device.capacity}}},
+                         {"traces", traces}};
+  const std::string page = render_report_page(data, !a.static_charts);
+  detail::write_file_bytes(a.output, page);
+  progress.clear();
+  if (a.json) {
+    std::cout << data.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("wrote {} ({}): {} trace{}, {} polic{}, charts {}; open it in a browser\n", a.output,
+                           format_bytes(page.size()), traces.size(), traces.size() == 1 ? "" : "s",
+                           o.policies.size(), o.policies.size() == 1 ? "y" : "ies",
+                           report_has_chart_library() && !a.static_charts ? "interactive" : "static");
+  for (const auto& t : traces)
+    for (const auto& f : t["failures"]) std::cout << t["name"].get<std::string>() << ": " << f["sentence"].get<std::string>() << '\n';
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto a = std::make_shared<report_args>();
+  auto* cmd = app.add_subcommand("report", "Write one HTML page that shows where the memory went, per trace and policy");
+  cmd->add_option("traces", a->traces, "Trace files (every format replay reads)")->required();
+  add_device_index_option(cmd, a->read);
+  cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, "sim or sim:CAPACITY (e.g. sim:80GiB)")->capture_default_str();
+  cmd->add_option("--output,-o", a->output, "The page to write")->capture_default_str();
+  cmd->add_option("--points", a->points, "Buckets per series over the whole trace (each keeps its highest value)")
+      ->capture_default_str();
+  cmd->add_option("--moments", a->moments, "Evenly spaced moments to draw, besides the peaks and first failures")
+      ->capture_default_str();
+  cmd->add_option("--at", a->at, "More moments to draw, in seconds from the trace's start (repeatable)");
+  cmd->add_flag("--no-fit", a->no_fit, "Skip `fit` per policy (a binary search of replays)");
+  cmd->add_flag("--no-curve", a->no_curve, "Skip vram's trade-off curve over its settings");
+  cmd->add_flag("--static", a->static_charts, "Static SVG charts even where the chart library is built in");
+  cmd->add_flag("--json", a->json, "Print the page's data as JSON (the page is written too)");
+  cmd->callback([a, cmd] {
+    a->command_line = "vram report";
+    for (const auto& t : a->traces) a->command_line += " " + t;
+    a->command_line += " --policy " + a->policies + " --device " + a->device;
+    (void)cmd;
+    run_report(*a);
+  });
+}
+
+}  // namespace vram::cli

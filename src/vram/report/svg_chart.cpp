@@ -1,0 +1,131 @@
+#include "vram/report/svg_chart.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace vram {
+
+namespace {
+
+constexpr int left = 70, right = 20, top = 20, bottom = 45;
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string tick_text(double v) {
+  if (v == 0) return "0";
+  return fmt::format("{:g}", std::abs(v) >= 1e4 || std::abs(v) < 1e-3 ? v : std::round(v * 1e6) / 1e6);
+}
+
+struct axes {
+  double x0, x1, y0, y1;
+  int w, h;
+  double px(double x) const { return left + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (w - left - right); }
+  double py(double y) const { return top + (y1 > y0 ? (y1 - y) / (y1 - y0) : 0.5) * (h - top - bottom); }
+};
+
+std::string frame_svg(const axes& a, const svg_frame& f, const std::vector<double>& xt, const std::vector<double>& yt) {
+  std::string s = fmt::format(
+      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {0} {1}" width="{0}" height="{1}" font-family="sans-serif" font-size="11">)svg",
+      a.w, a.h);
+  s += fmt::format(R"svg(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#999"/>)svg", left, top,
+                   a.w - left - right, a.h - top - bottom);
+  for (const double v : xt) {
+    const double x = a.px(v);
+    s += fmt::format(R"svg(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#eee"/><text x="{0:.1f}" y="{3}" text-anchor="middle">{4}</text>)svg",
+                     x, top, a.h - bottom, a.h - bottom + 14, tick_text(v));
+  }
+  for (const double v : yt) {
+    const double y = a.py(v);
+    s += fmt::format(R"svg(<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#eee"/><text x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>)svg",
+                     left, a.w - right, y, left - 6, y + 4, tick_text(v));
+  }
+  s += fmt::format(R"svg(<text x="{}" y="{}" text-anchor="middle">{}</text>)svg", (left + a.w - right) / 2, a.h - 8,
+                   escape(f.x_label));
+  s += fmt::format(R"svg(<text transform="translate(14 {}) rotate(-90)" text-anchor="middle">{}</text>)svg",
+                   (top + a.h - bottom) / 2, escape(f.y_label));
+  return s;
+}
+
+std::pair<double, double> span_of(const std::vector<double>& ticks, double lo, double hi) {
+  if (ticks.empty()) return {lo, hi};
+  return {std::min(lo, ticks.front()), std::max(hi, ticks.back())};
+}
+
+}  // namespace
+
+std::vector<double> nice_ticks(double lo, double hi, int count) {
+  if (!(hi > lo) || count < 1) return {lo};
+  const double raw = (hi - lo) / count;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (const double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  std::vector<double> out;
+  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  if (out.back() < hi) out.push_back(out.back() + step);
+  return out;
+}
+
+std::string svg_line_chart(const std::vector<double>& x, const std::vector<svg_line>& lines, const svg_frame& f) {
+  double y_hi = 0;
+  for (const auto& l : lines)
+    for (const double v : l.y) y_hi = std::max(y_hi, v);
+  const double x_lo = x.empty() ? 0 : x.front(), x_hi = x.empty() ? 1 : x.back();
+  const auto xt = nice_ticks(x_lo, x_hi), yt = nice_ticks(0, y_hi > 0 ? y_hi : 1);
+  const axes a{x_lo, x_hi, 0, span_of(yt, 0, y_hi).second, f.width, f.height};
+  std::string s = frame_svg(a, f, std::vector<double>(xt.begin(), std::find_if(xt.begin(), xt.end(), [&](double v) { return v > x_hi; })), yt);
+  int legend_x = left + 8;
+  for (const auto& l : lines) {
+    std::string pts;
+    for (std::size_t i = 0; i < x.size() && i < l.y.size(); ++i) pts += fmt::format("{:.1f},{:.1f} ", a.px(x[i]), a.py(l.y[i]));
+    s += fmt::format(R"svg(<polyline class="series" data-name="{}" fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)svg",
+                     escape(l.name), l.colour, pts);
+    s += fmt::format(R"svg(<rect x="{}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}">{}</text>)svg", legend_x,
+                     top + 6, l.colour, legend_x + 14, top + 15, escape(l.name));
+    legend_x += 24 + static_cast<int>(l.name.size()) * 7;
+  }
+  return s + "</svg>";
+}
+
+std::string svg_scatter(const std::vector<svg_point>& points, const svg_frame& f) {
+  double x_lo = 0, x_hi = 0, y_lo = 0, y_hi = 0;
+  bool first = true;
+  for (const auto& p : points) {
+    x_lo = first ? p.x : std::min(x_lo, p.x), x_hi = first ? p.x : std::max(x_hi, p.x);
+    y_lo = first ? p.y : std::min(y_lo, p.y), y_hi = first ? p.y : std::max(y_hi, p.y);
+    first = false;
+  }
+  // Some room around the points, so that the extreme ones and their labels sit inside the frame.
+  const double dx = std::max((x_hi - x_lo) * 0.1, std::abs(x_hi) * 0.05 + 1e-9);
+  const double dy = std::max((y_hi - y_lo) * 0.1, std::abs(y_hi) * 0.01 + 1e-9);
+  const auto xt = nice_ticks(std::max(0.0, x_lo - dx), x_hi + dx), yt = nice_ticks(y_lo - dy, y_hi + dy);
+  const auto [ax0, ax1] = span_of(xt, x_lo - dx, x_hi + dx);
+  const auto [ay0, ay1] = span_of(yt, y_lo - dy, y_hi + dy);
+  const axes a{ax0, ax1, ay0, ay1, f.width, f.height};
+  std::string s = frame_svg(a, f, xt, yt);
+  for (const auto& p : points) {
+    s += fmt::format(R"svg(<circle class="point" cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}" stroke="#1f4e79"/>)svg", a.px(p.x),
+                     a.py(p.y), p.highlight ? 6 : 4, p.highlight ? "#1f4e79" : "white");
+    s += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}"{}>{}</text>)svg", a.px(p.x) + 8, a.py(p.y) + 4,
+                     p.highlight ? R"svg( font-weight="bold")svg" : "", escape(p.label));
+  }
+  return s + "</svg>";
+}
+
+}  // namespace vram

@@ -1,0 +1,123 @@
+"""vram report's page in a real browser: headless Chromium opens it from disk, and the page's own account of
+what it drew (its self-check) must match `vram replay --json` for the same traces, policies and device:
+one chart series for live bytes and one per policy, each with the replay's exact peak; a map per policy at
+the moment shown; a sentence per policy that failed; the trade-off curve's seven points; no error in the
+console. A screenshot is saved beside the page for people to look at. The page is checked twice: as built
+(with the chart library where the build has it) and with --static charts.
+
+Run by ctest (report_browser):  python3 tests/report_browser.py VRAM SOURCE_DIR WORK_DIR
+Exits 77 (skipped) where no Chromium is installed, unless VRAM_REQUIRE_BROWSER=1 (scripts/test sets it)."""
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+POLICIES = ["vram", "torch-native", "cuda-direct"]
+DEVICE = "sim:5.5GiB"  # small enough that cuda-direct fails on vit_train (its fit is 5.82 GiB)
+
+
+def chromium():
+    for name in (os.environ.get("VRAM_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def browser(binary, *args):
+    """Runs headless Chromium with a fresh profile and no network chatter; returns (stdout, stderr)."""
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise SystemExit(f"chromium exited {p.returncode}: {p.stderr[-2000:]}")
+        return p.stdout, p.stderr
+
+
+def self_check(dom):
+    m = re.search(r'<pre id="vram-self-check"[^>]*>(.*?)</pre>', dom, re.S)
+    if not m or not m.group(1).strip():
+        raise SystemExit("the page wrote no self-check: its script did not run to the end")
+    return json.loads(html.unescape(m.group(1)))
+
+
+def expect(cond, what, failures):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def check_page(binary, vram, page, traces, static, failures):
+    out = subprocess.run([vram, "report", *traces, "-p", ",".join(POLICIES), "--device", DEVICE, "-o", page,
+                          *(["--static"] if static else [])], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"vram report exited {out.returncode}: {out.stderr}")
+    print(out.stdout.strip())
+    interactive = "charts interactive" in out.stdout
+    replay = subprocess.run([vram, "replay", *traces, "-p", ",".join(POLICIES), "--device", DEVICE, "--json",
+                             "--allow-failures"], capture_output=True, text=True, check=True)
+    results = json.loads(replay.stdout)
+
+    dom, log = browser(binary, "--dump-dom", "file://" + os.path.abspath(page))
+    check = self_check(dom)
+    print(f"page: rendered in {check['render_ms']:.0f} ms after navigation (chart library: {check['chart_library']})")
+    expect(check["errors"] == [], f"no errors in the page: {check['errors']}", failures)
+    console = [l for l in log.splitlines() if "CONSOLE" in l and ("Uncaught" in l or "rror" in l)]
+    expect(console == [], f"no console errors in Chromium's log: {console[:3]}", failures)
+    expect((check["chart_library"] is not None) == interactive,
+           f"the chart library is in the page exactly when vram says so ({interactive})", failures)
+    expect(len(check["traces"]) == len(traces), f"{len(traces)} traces drawn", failures)
+    for drawn in check["traces"]:
+        rows = [r for r in results if r["trace"] == drawn["name"]]
+        expect(drawn["series"] == 1 + len(POLICIES) and drawn["drawn"] == 1 + len(POLICIES),
+               f"{drawn['name']}: {1 + len(POLICIES)} series in the chart (got {drawn['series']}, drew {drawn['drawn']})",
+               failures)
+        base = min(rows, key=lambda r: r["failed_allocations"])  # the live series comes from the fewest failures
+        expect(drawn["peaks"].get("live") == base["peak_live_bytes"],
+               f"{drawn['name']}: live peaks at {base['peak_live_bytes']} bytes (drawn {drawn['peaks'].get('live')})",
+               failures)
+        for r in rows:
+            key = r["policy"] + " reserved"
+            expect(drawn["peaks"].get(key) == r["peak_reserved_bytes"],
+                   f"{drawn['name']}: {key} peaks at {r['peak_reserved_bytes']} (drawn {drawn['peaks'].get(key)})",
+                   failures)
+        failed = sum(1 for r in rows if r["failed_allocations"] > 0)
+        expect(drawn["failures"] == failed, f"{drawn['name']}: {failed} failure sentences (got {drawn['failures']})",
+               failures)
+        expect(drawn["maps"] == len(POLICIES), f"{drawn['name']}: a map per policy (got {drawn['maps']})", failures)
+        expect(drawn["curve_points"] == 7, f"{drawn['name']}: 7 points on the trade-off curve", failures)
+    return check
+
+
+def main(vram, source, work):
+    binary = chromium()
+    if binary is None:
+        if os.environ.get("VRAM_REQUIRE_BROWSER") == "1":
+            raise SystemExit("no Chromium: scripts/setup --browser installs Debian's chromium")
+        print("SKIP: no Chromium here (scripts/setup --browser installs it)")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    traces = [os.path.join(source, "examples", "traces", "vit_train.csv.gz"),
+              os.path.join(source, "examples", "traces", "small.csv")]
+    failures = []
+    page = os.path.join(work, "report.html")
+    check = check_page(binary, vram, page, traces, False, failures)
+    failed_under = [t for t in check["traces"] if t["failures"] > 0]
+    expect(len(failed_under) == 1, "cuda-direct fails vit_train on this device, and the page says so", failures)
+    check_page(binary, vram, os.path.join(work, "report-static.html"), traces, True, failures)
+    shot = os.path.join(work, "report.png")
+    browser(binary, "--window-size=1200,2600", f"--screenshot={shot}", "file://" + os.path.abspath(page))
+    with open(shot, "rb") as f:
+        head = f.read(8)
+    expect(head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(shot) > 20000, f"a screenshot at {shot}", failures)
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
