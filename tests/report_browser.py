@@ -53,12 +53,15 @@ def expect(cond, what, failures):
 
 
 def check_page(binary, vram, page, traces, static, failures):
-    out = subprocess.run([vram, "report", *traces, "-p", ",".join(POLICIES), "--device", DEVICE, "-o", page,
-                          *(["--static"] if static else [])], capture_output=True, text=True)
+    command = [vram, "report", *traces, "-p", ",".join(POLICIES), "--device", DEVICE, "-o", page,
+               *(["--static"] if static else [])]
+    out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"vram report exited {out.returncode}: {out.stderr}")
     print(out.stdout.strip())
     interactive = "charts interactive" in out.stdout
+    data = {t["name"]: t for t in json.loads(subprocess.run(command + ["--json"], capture_output=True, text=True,
+                                                            check=True).stdout)["traces"]}
     replay = subprocess.run([vram, "replay", *traces, "-p", ",".join(POLICIES), "--device", DEVICE, "--json",
                              "--allow-failures"], capture_output=True, text=True, check=True)
     results = json.loads(replay.stdout)
@@ -90,7 +93,20 @@ def check_page(binary, vram, page, traces, static, failures):
         expect(drawn["failures"] == failed, f"{drawn['name']}: {failed} failure sentences (got {drawn['failures']})",
                failures)
         expect(drawn["maps"] == len(POLICIES), f"{drawn['name']}: a map per policy (got {drawn['maps']})", failures)
-        expect(drawn["curve_points"] == 7, f"{drawn['name']}: 7 points on the trade-off curve", failures)
+        distinct = {(p["driver_share"], p["reserved_over_live"]) for p in data[drawn["name"]]["curve"]}
+        expect(drawn["curve_settings"] == 7 and drawn["curve_points"] == len(distinct),
+               f"{drawn['name']}: 7 settings on the trade-off curve, at {len(distinct)} distinct points "
+               f"(drew {drawn['curve_points']})", failures)
+        expect(drawn["buckets"] == 32768 and 0 < drawn["points"] <= (1200 if static else 2000),
+               f"{drawn['name']}: 32768 buckets a series, a line of {drawn['points']} points drawn", failures)
+        if not static:  # zoomed to a sixteenth: 2048 buckets, and the one its right edge is in, two to a point
+            expect(drawn["zoom_points"] == 1025, f"{drawn['name']}: 1025 points in a view of a sixteenth "
+                   f"(got {drawn['zoom_points']})", failures)
+            expect(drawn["points_after_zoom"] == drawn["points"] and drawn["drawn_to"] == drawn["points"] - 1 and
+                   abs(drawn["last_x"] - data[drawn["name"]]["series"]["bucket_seconds"] * 32759) < 1e-6 * drawn["last_x"],
+                   f"{drawn['name']}: the whole trace again after the zoom, to its last point "
+                   f"({drawn['points_after_zoom']} points, drawn to {drawn['drawn_to']}, the last at {drawn['last_x']} s)",
+                   failures)
     return check
 
 

@@ -225,19 +225,20 @@ TEST(ReportData, SeriesKeepTheReplaysPeaksAndMomentsHaveTheirLabels) {
   const trace t = pinned_segment();
   const nlohmann::json r = report_trace(t, small_device({"cuda-direct", "torch-native"}));
   ASSERT_EQ(r["results"].size(), 2u);
-  const auto highest = [](const nlohmann::json& a) {
-    std::size_t m = 0;
-    for (const auto& v : a) m = std::max(m, v.get<std::size_t>());
-    return m;
-  };
+  const auto highest = [](const std::vector<std::size_t>& a) { return *std::max_element(a.begin(), a.end()); };
   // cuda-direct never fails here (6 + 40 = 46 <= 50 MiB live at most): its live is the series' live.
   EXPECT_EQ(r["series"]["live"]["from"], "cuda-direct");
-  EXPECT_EQ(highest(r["series"]["live"]["high"]), 46 * MiB);
+  // Live bytes by bucket of 5/8 s: rows at 0 (6 MiB), 1 s (12), 2 s (6), 3 s (46), 4 s (6), 5 s (0) fall in
+  // buckets 0, 1, 3, 4, 6, 7 (t * 8 / 5). Each bucket's highest counts the value it enters with: bucket 2
+  // holds 12 throughout, bucket 3 enters at 12, bucket 5 holds 46, bucket 6 enters at 46, bucket 7 at 6.
+  EXPECT_EQ(delta_decode(r["series"]["live"]["high"]),
+            (std::vector<std::size_t>{6 * MiB, 12 * MiB, 12 * MiB, 12 * MiB, 46 * MiB, 46 * MiB, 46 * MiB, 6 * MiB}));
   EXPECT_EQ(r["results"][0]["peak_live_bytes"], 46 * MiB);
   for (std::size_t p = 0; p < 2; ++p)
-    EXPECT_EQ(highest(r["series"]["reserved"][p]["high"]), r["results"][p]["peak_reserved_bytes"].get<std::size_t>());
-  EXPECT_EQ(r["series"]["seconds"].size(), 8u);
-  EXPECT_DOUBLE_EQ(r["series"]["seconds"][1].get<double>(), 5.0 / 8);  // 8 buckets over 5 s
+    EXPECT_EQ(highest(delta_decode(r["series"]["reserved"][p]["high"])),
+              r["results"][p]["peak_reserved_bytes"].get<std::size_t>());
+  EXPECT_EQ(r["series"]["buckets"], 8u);
+  EXPECT_DOUBLE_EQ(r["series"]["bucket_seconds"].get<double>(), 5.0 / 8);
   // fit ran for both; the table carries a fit column.
   EXPECT_FALSE(r["results"][0]["fit_bytes"].is_null());
   EXPECT_NE(r["table"].get<std::string>().find("fit"), std::string::npos);
@@ -247,6 +248,13 @@ TEST(ReportData, SeriesKeepTheReplaysPeaksAndMomentsHaveTheirLabels) {
     for (const auto& l : m["labels"])
       if (l == "peak live") peak = m["row"] == 3;
   EXPECT_TRUE(peak);
+}
+
+TEST(ReportData, DeltaEncoding) {
+  const std::vector<std::size_t> v = {5, 5, 9, 2, 0, std::size_t{1} << 52};
+  EXPECT_EQ(delta_encode(v), nlohmann::json::parse("[5, 0, 4, -7, -2, 4503599627370496]"));
+  EXPECT_EQ(delta_decode(delta_encode(v)), v);
+  EXPECT_TRUE(delta_encode({}).empty());
 }
 
 TEST(ReportData, ProgramRowAtATime) {

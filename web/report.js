@@ -7,6 +7,7 @@
   const data = JSON.parse(document.getElementById('vram-data').textContent);
   const colours = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22'];
   const check = { chart_library: data.chart_library, traces: [], errors: window.vramErrors };
+  const pending = [];  // work the self-check waits for
 
   // ---- small helpers -------------------------------------------------------------------------------------
 
@@ -79,11 +80,36 @@
     };
   }
 
+  function undelta(deltas) {
+    const out = new Array(deltas.length);
+    let v = 0;
+    for (let i = 0; i < deltas.length; ++i) out[i] = (v += deltas[i]);
+    return out;
+  }
+
+  // The buckets of [i0, i1) in at most `most` points: the highest of each run of buckets, at the run's start.
+  function reduce(times, lines, i0, i1, most) {
+    const group = Math.max(1, Math.ceil((i1 - i0) / most));
+    const xs = [], ys = lines.map(() => []);
+    for (let i = i0; i < i1; i += group) {
+      xs.push(times[i]);
+      const end = Math.min(i1, i + group);
+      lines.forEach((l, k) => {
+        let m = 0;
+        for (let j = i; j < end; ++j) if (l.values[j] > m) m = l.values[j];
+        ys[k].push(m);
+      });
+    }
+    return [xs].concat(ys);
+  }
+
   function memoryChart(t, box, view) {
     const s = t.series;
-    if (!s || !s.seconds) { box.append(el('p', { class: 'note', text: 'The trace has no allocation rows.' })); return null; }
-    const lines = [{ name: 'live', values: s.live.high, colour: '#333333' }]
-      .concat(s.reserved.map((r, i) => ({ name: r.policy + ' reserved', values: r.high, colour: colours[i % colours.length] })));
+    if (!s || !s.buckets) { box.append(el('p', { class: 'note', text: 'The trace has no allocation rows.' })); return null; }
+    const times = new Array(s.buckets);
+    for (let i = 0; i < s.buckets; ++i) times[i] = s.start_seconds + i * s.bucket_seconds;
+    const lines = [{ name: 'live', values: undelta(s.live.high), colour: '#333333' }]
+      .concat(s.reserved.map((r, i) => ({ name: r.policy + ' reserved', values: undelta(r.high), colour: colours[i % colours.length] })));
     const result = { series: lines.length, peaks: {} };
     for (const l of lines) result.peaks[l.name] = highest(l.values);
 
@@ -93,15 +119,23 @@
         'Run scripts/setup where npm is installed (it runs `npm ci` in web/), rebuild, and run vram report again ' +
         'for zoom, pan and a cursor that reads the values.' }));
       result.drawn = box.querySelectorAll('polyline.series').length;
+      result.points = (box.querySelector('polyline.series')?.getAttribute('points') || '').trim().split(' ').length;
       return result;
     }
-    const lo = s.seconds[0], hi = Math.max(t.seconds, s.seconds[s.seconds.length - 1]);
+    const lo = times[0], hi = Math.max(t.seconds, times[times.length - 1]);
+    const perView = 2000;  // points a line in any view: the buckets in view, reduced keeping each peak
+    const visible = (min, max) => {
+      const i0 = Math.max(0, Math.floor((min - s.start_seconds) / (s.bucket_seconds || 1)));
+      const i1 = Math.min(s.buckets, Math.ceil((max - s.start_seconds) / (s.bucket_seconds || 1)) + 1);
+      return reduce(times, lines, Math.min(i0, s.buckets - 1), Math.max(i1, i0 + 1), perView);
+    };
     let down = null;
     const opts = {
       width: Math.max(600, box.clientWidth || 1000),
       height: 340,
-      scales: { x: { time: false, range: (u, a, b) => [a, b] } },
-      cursor: { drag: { x: true, y: false } },
+      scales: { x: { time: false, min: lo, max: hi, range: (u, a, b) => [a, b] } },
+      // A double click shows the whole trace (below): uPlot's own would fit the points of the current view.
+      cursor: { drag: { x: true, y: false }, bind: { dblclick: () => null } },
       legend: { live: true },
       axes: [
         { label: "seconds from the trace's start" },
@@ -111,6 +145,21 @@
         label: l.name, stroke: l.colour, width: l.name === 'live' ? 2 : 1.5, value: (u, v) => bytes(v),
       }))),
       hooks: {
+        setScale: [(u, key) => {
+          // A new view: the buckets in it, reduced again, so that zooming in shows more detail. After this
+          // redraw, not inside it (uPlot is still drawing the points it had); then the same range again, so
+          // that uPlot takes the new points' extent (setData alone keeps the old one).
+          if (key !== 'x' || u.vramQueued) return;
+          const { min, max } = u.scales.x;
+          if (u.vramRange && u.vramRange[0] === min && u.vramRange[1] === max) return;
+          u.vramQueued = true;
+          setTimeout(() => {
+            u.vramQueued = false;
+            u.vramRange = [min, max];
+            u.setData(visible(min, max), false);
+            u.setScale('x', { min, max });
+          }, 0);
+        }],
         draw: [(u) => {
           // The moments the page can show, as thin lines; the one shown, red.
           const ctx = u.ctx;
@@ -131,7 +180,8 @@
       },
       plugins: [zoomAndPan(lo, hi)],
     };
-    const u = new uPlot(opts, [s.seconds].concat(lines.map((l) => l.values)), box);
+    const u = new uPlot(opts, visible(lo, hi), box);
+    u.over.addEventListener('dblclick', () => u.setScale('x', { min: lo, max: hi }));
     // A click (not a drag) shows the moment nearest to it.
     u.over.addEventListener('mousedown', (e) => { down = e.clientX; });
     u.over.addEventListener('click', (e) => {
@@ -146,6 +196,22 @@
       'double-click for the whole trace; click to show the allocators at the nearest marked moment. Each point is ' +
       'the highest value in its slice of time, so every peak shows at its exact height.' }));
     result.drawn = u.series.length - 1;
+    result.points = u.data[0].length;
+    // For the self-check: the first sixteenth of the trace, as a zoom shows it (the buckets in view, reduced
+    // again once uPlot has applied the scale), then the whole trace again.
+    pending.push(new Promise((resolve) => {
+      u.setScale('x', { min: lo, max: lo + (hi - lo) / 16 });
+      setTimeout(() => setTimeout(() => {
+        result.zoom_points = u.data[0].length;
+        u.setScale('x', { min: lo, max: hi });
+        setTimeout(() => setTimeout(() => {
+          result.points_after_zoom = u.data[0].length;
+          result.last_x = u.data[0][u.data[0].length - 1];
+          result.drawn_to = u.series[1].idxs ? u.series[1].idxs[1] : null;  // the last point uPlot drew
+          resolve();
+        }, 0), 0);
+      }, 0), 0);
+    }));
     // What the chart itself holds, for the browser test.
     for (let k = 1; k < u.series.length; ++k) result.peaks[u.series[k].label] = highest(u.data[k]);
     return result;
@@ -310,9 +376,13 @@
     }
     section.append(el('h3', { text: 'The table of vram replay' }), el('pre', { class: 'table', text: t.table }));
     document.getElementById('traces').append(section);
-    check.traces.push({ name: t.name, series: result.series, drawn: result.drawn, peaks: result.peaks,
+    const entry = { name: t.name, series: result.series, drawn: result.drawn, peaks: result.peaks,
+      buckets: t.series ? t.series.buckets : 0, points: result.points || 0,
       moments: t.moments.length, maps: view.drawn || 0, failures: t.failures.length,
-      curve_points: t.curve_svg ? section.querySelectorAll('circle.point').length : 0 });
+      curve_settings: (t.curve || []).length,
+      curve_points: t.curve_svg ? section.querySelectorAll('circle.point').length : 0 };
+    check.traces.push(entry);
+    entry.zoom = () => [result.zoom_points || 0, result.points_after_zoom || 0, result.last_x, result.drawn_to];
   }
 
   // ---- the page ------------------------------------------------------------------------------------------
@@ -334,11 +404,14 @@
   }
 
   check.render_ms = performance.now();
-  if (window.vramErrors.length) {
-    const box = document.getElementById('errors');
-    box.hidden = false;
-    box.textContent = 'The page met errors: ' + window.vramErrors.join('; ');
-  }
-  document.getElementById('vram-self-check').textContent = JSON.stringify(check);
-  window.vramReport = check;
+  Promise.all(pending).then(() => {
+    for (const entry of check.traces) [entry.zoom_points, entry.points_after_zoom, entry.last_x, entry.drawn_to] = entry.zoom();
+    if (window.vramErrors.length) {
+      const box = document.getElementById('errors');
+      box.hidden = false;
+      box.textContent = 'The page met errors: ' + window.vramErrors.join('; ');
+    }
+    document.getElementById('vram-self-check').textContent = JSON.stringify(check);
+    window.vramReport = check;
+  });
 })();

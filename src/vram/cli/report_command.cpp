@@ -24,7 +24,7 @@ struct report_args {
   std::string policies = "vram,torch-native,torch-expandable";
   std::string device = "sim";
   std::string output = "report.html";
-  long long points = 4096;
+  long long points = 32768;
   long long moments = 24;
   std::vector<double> at;
   bool no_fit = false;
@@ -91,7 +91,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
   cmd->add_option("--device,-d", a->device, "sim or sim:CAPACITY (e.g. sim:80GiB)")->capture_default_str();
   cmd->add_option("--output,-o", a->output, "The page to write")->capture_default_str();
-  cmd->add_option("--points", a->points, "Buckets per series over the whole trace (each keeps its highest value)")
+  cmd->add_option("--points", a->points, "Buckets per series over the whole trace, each keeping its highest value (the page draws a few thousand a view)")
       ->capture_default_str();
   cmd->add_option("--moments", a->moments, "Evenly spaced moments to draw, besides the peaks and first failures")
       ->capture_default_str();

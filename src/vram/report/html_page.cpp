@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vram/core/error.hpp"
 #include "vram/report/report_assets.hpp"
+#include "vram/report/report_data.hpp"
 #include "vram/report/svg_chart.hpp"
 
 namespace vram {
@@ -34,27 +37,49 @@ void put(std::string& page, std::size_t& from, std::string_view slot, std::strin
   from = at + text.size();
 }
 
+/// At most @p most points: the highest of each run of buckets, so the chart keeps every peak.
+std::vector<double> reduced(const std::vector<std::size_t>& high, std::size_t group) {
+  std::vector<double> y;
+  for (std::size_t i = 0; i < high.size(); i += group) {
+    std::size_t m = 0;
+    for (std::size_t k = i; k < std::min(high.size(), i + group); ++k) m = std::max(m, high[k]);
+    y.push_back(static_cast<double>(m) / static_cast<double>(std::size_t{1} << 30));
+  }
+  return y;
+}
+
 std::string static_memory_chart(const nlohmann::json& series) {
-  if (!series.contains("seconds")) return {};
-  const auto x = series["seconds"].get<std::vector<double>>();
+  if (!series.contains("buckets")) return {};
+  constexpr std::size_t most = 1200;  // points a line: about one per pixel
+  const std::size_t buckets = series["buckets"];
+  const std::size_t group = (buckets + most - 1) / most;
+  const double step = series["bucket_seconds"].get<double>() * static_cast<double>(group);
+  std::vector<double> x;
+  for (std::size_t i = 0; i < buckets; i += group) x.push_back(static_cast<double>(i / group) * step);
   std::vector<svg_line> lines;
-  const auto gib = [](const nlohmann::json& v) {
-    std::vector<double> y;
-    for (const auto& b : v) y.push_back(b.get<double>() / static_cast<double>(std::size_t{1} << 30));
-    return y;
-  };
-  lines.push_back({"live", "#333333", gib(series["live"]["high"])});
+  lines.push_back({"live", "#333333", reduced(delta_decode(series["live"]["high"]), group)});
   std::size_t c = 0;
   for (const auto& r : series["reserved"])
-    lines.push_back({r["policy"].get<std::string>() + " reserved", colours[c++ % std::size(colours)], gib(r["high"])});
+    lines.push_back({r["policy"].get<std::string>() + " reserved", colours[c++ % std::size(colours)],
+                     reduced(delta_decode(r["high"]), group)});
   return svg_line_chart(x, lines, {"seconds from the trace's start", "GiB", 960, 340});
 }
 
 std::string curve_chart(const nlohmann::json& curve) {
   std::vector<svg_point> points;
-  for (const auto& p : curve)
-    points.push_back({p["driver_share"].get<double>() * 100.0, p["reserved_over_live"].get<double>(),
-                      p["setting"].get<std::string>(), p["default"].get<bool>()});
+  for (const auto& p : curve) {
+    const double x = p["driver_share"].get<double>() * 100.0, y = p["reserved_over_live"].get<double>();
+    const std::string label = p["setting"].get<std::string>();
+    const bool highlight = p["default"].get<bool>();
+    // Settings that land on the same point share it, and one label.
+    const auto same = std::find_if(points.begin(), points.end(), [&](const svg_point& q) { return q.x == x && q.y == y; });
+    if (same != points.end()) {
+      same->label += ", " + label;
+      same->highlight = same->highlight || highlight;
+    } else {
+      points.push_back({x, y, label, highlight});
+    }
+  }
   return svg_scatter(points, {"driver time, % of the trace (modelled)", "peak reserved / peak live", 720, 300});
 }
 

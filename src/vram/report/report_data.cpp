@@ -104,6 +104,26 @@ class state_watch final : public replay_observer {
 
 }  // namespace
 
+nlohmann::json delta_encode(const std::vector<std::size_t>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  std::size_t last = 0;
+  for (const std::size_t v : values) {
+    // Differences of byte counts below 2^63 fit in a signed 64-bit integer, and JSON readers keep them exact
+    // below 2^53 (a page's numbers are doubles): no device holds 8 PiB.
+    out.push_back(static_cast<std::int64_t>(v) - static_cast<std::int64_t>(last));
+    last = v;
+  }
+  return out;
+}
+
+std::vector<std::size_t> delta_decode(const nlohmann::json& deltas) {
+  std::vector<std::size_t> out;
+  out.reserve(deltas.size());
+  std::int64_t v = 0;
+  for (const auto& d : deltas) out.push_back(static_cast<std::size_t>(v += d.get<std::int64_t>()));
+  return out;
+}
+
 std::vector<std::string> curve_settings() {
   return {"small_handle=2MiB", "small_handle=4MiB", "", "small_handle=16MiB", "small_handle=0",
           "max_cached_ratio=0", "max_cached_ratio=0.25"};
@@ -182,14 +202,13 @@ nlohmann::json report_trace(const trace& t, const report_options& o) {
   nlohmann::json series;
   if (!watches.empty()) {
     const envelope& live = watches[base].live;
-    std::vector<double> times(live.buckets());
-    for (std::size_t b = 0; b < times.size(); ++b) times[b] = live.bucket_start(b) * 1e-6;
-    series["seconds"] = times;
-    series["live"] = {{"high", live.highs()}, {"low", live.lows()}, {"from", results[base].policy}};
+    series["start_seconds"] = 0.0;
+    series["bucket_seconds"] = static_cast<double>(span_us) * 1e-6 / static_cast<double>(live.buckets());
+    series["buckets"] = live.buckets();
+    series["live"] = {{"from", results[base].policy}, {"high", delta_encode(live.highs())}};
     series["reserved"] = nlohmann::json::array();
     for (std::size_t p = 0; p < watches.size(); ++p)
-      series["reserved"].push_back(
-          {{"policy", results[p].policy}, {"high", watches[p].reserved.highs()}, {"low", watches[p].reserved.lows()}});
+      series["reserved"].push_back({{"policy", results[p].policy}, {"high", delta_encode(watches[p].reserved.highs())}});
   }
 
   // The moments: peaks, first failures, the times asked for, and evenly spaced ones.

@@ -20,7 +20,7 @@ namespace vram {
 struct report_options {
   std::vector<std::string> policies = {"vram", "torch-native"};  // policy specs
   sim_device_options device;          // the simulated device every replay runs on
-  std::size_t points = 4096;          // buckets per series over the whole trace
+  std::size_t points = 32768;         // buckets per series over the whole trace (the page draws a few thousand a view)
   std::size_t moments = 24;           // states drawn at evenly spaced times, besides peaks and failures
   std::vector<double> at_seconds;     // more moments, in seconds from the trace's first row
   std::size_t map_cells = 16384;      // cells of the widest state drawn; sets the bytes per cell
@@ -28,6 +28,11 @@ struct report_options {
   bool curve = true;                  // vram over a grid of its settings
   std::function<void(const std::string&)> progress;  // what it is doing, for a progress line
 };
+
+/// @brief A series as its first value and then each value's difference from the one before: a page of
+/// 32,768 buckets a series stays small where memory holds still. delta_decode undoes it.
+nlohmann::json delta_encode(const std::vector<std::size_t>& values);
+std::vector<std::size_t> delta_decode(const nlohmann::json& deltas);
 
 /// @brief The settings of vram's pool the trade-off curve replays ("" for the defaults).
 std::vector<std::string> curve_settings();
