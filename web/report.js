@@ -139,7 +139,9 @@
       legend: { live: true },
       axes: [
         { label: "seconds from the trace's start" },
-        { label: 'bytes', size: 80, values: (u, ticks) => ticks.map(bytes) },
+        // Ticks at 1, 2 or 5 times a binary unit (20 GiB, 50 MiB), which read as round figures.
+        { label: 'bytes', size: 80, values: (u, ticks) => ticks.map(bytes),
+          incrs: [1, 1024, 1048576, 1073741824, 1099511627776].flatMap((unit) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * unit)) },
       ],
       series: [{ label: 'time', value: (u, v) => (v === null ? '—' : duration(v)) }].concat(lines.map((l) => ({
         label: l.name, stroke: l.colour, width: l.name === 'live' ? 2 : 1.5, value: (u, v) => bytes(v),
