@@ -110,35 +110,71 @@ TEST(Pool, PastTheCacheBudgetGrowthRecyclesColdHandles) {
   pool.validate();
 }
 
-TEST(Pool, MemoryIsUnmappedOnlyOnceTheWorkOfItsStreamIsComplete) {
-  // The virtual memory calls do not wait for the device: unmapping a handle that a kernel still queued on
-  // the freeing stream will touch would fault. The pool synchronizes that stream first, once.
+TEST(Pool, AnUnmapWaitsForAFenceOnTheDeviceNotOnTheHost) {
+  // The virtual memory calls do not wait for the device: unmapping memory that a kernel still queued on the
+  // freeing stream will touch would fault. The pool records an event on that stream (a fence) and leaves the
+  // old address mapped until the fence completes; the host never waits, but in trim().
   sim_device dev(quiet());
   pool_resource pool(dev, plain(0.0));
   const device_ptr a = pool.allocate(4 * MiB, 1);  // as above: h0, h1
-  pool.allocate(3 * MiB / 2, 1);  // b, which keeps h1 busy to the end
+  const device_ptr b = pool.allocate(3 * MiB / 2, 1);  // b, which keeps h1 busy to the end
   dev.hold(1);
   const event_id kernel = dev.event_create();
   dev.event_record(kernel, 1);  // work on stream 1 that uses a, still in flight
   pool.deallocate(a, 4 * MiB, 1);  // one stream: a is free at once, for stream 1's later work
-  EXPECT_FALSE(dev.event_query(kernel));
-  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
-  // As above, h0 is unmapped to be mapped at the top: stream 1's work must be complete first.
+  // As above, h0 is recycled to the top, [6, 10): mapped there at once (a handle may be mapped twice), its old
+  // view [0, 4) unmapped only once the fence recorded on stream 1 completes. Nothing waits.
   const device_ptr c = pool.allocate(9 * MiB / 2, 1);
-  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
-  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 1u);
-  EXPECT_TRUE(dev.event_query(kernel));
+  EXPECT_EQ(c, b + 3 * MiB / 2);
   EXPECT_EQ(pool.reserved_bytes(), 6 * MiB);
-  // c is freed while stream 1 has work in flight again: h0 turns cold (b keeps h1), trim unmaps it, so it
-  // synchronizes once more; a second trim finds nothing to unmap and synchronizes nothing.
-  dev.event_record(kernel, 1);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_map), 3u);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  EXPECT_EQ(calls(dev, device_call::event_record), 2u);  // the kernel's, and the fence's
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
+  EXPECT_EQ(calls(dev, device_call::event_synchronize), 0u);
+  EXPECT_FALSE(dev.event_query(kernel));
+  EXPECT_EQ(pool.stats().arena.unmaps_deferred, 1u);
+  EXPECT_EQ(dev.used_bytes(), 6 * MiB);  // no memory made for it: h0 is mapped twice meanwhile
+  pool.validate();
+  // Stream 1's work completes; c is freed, h0 turns cold again (b keeps h1), and more work is queued. trim()
+  // unmaps h0 behind a second fence, and may wait: it waits for that fence once (which completes the
+  // kernel too), unmaps [0, 4) and [6, 10) and releases h0.
+  dev.release(1);
   pool.deallocate(c, 9 * MiB / 2, 1);
+  dev.hold(1);
+  dev.event_record(kernel, 1);
   pool.trim();
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 2u);
+  EXPECT_EQ(calls(dev, device_call::event_synchronize), 1u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
   EXPECT_TRUE(dev.event_query(kernel));
-  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 2u);
-  pool.trim();
-  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 1u);
+  EXPECT_EQ(pool.reserved_bytes(), 2 * MiB);
+  pool.trim();  // nothing left to unmap: nothing waits
+  EXPECT_EQ(calls(dev, device_call::event_synchronize), 1u);
+  dev.release(1);
   dev.event_destroy(kernel);
+  pool.deallocate(b, 3 * MiB / 2, 1);
+  pool.validate();
+}
+
+TEST(Pool, AFenceThatCompletedLetsTheNextGrowthUnmapAtOnce) {
+  // As above, but stream 1 is released before the next growth: the growth finds the fence done and unmaps
+  // the old view then, and the address range is a gap again.
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain(0.0));
+  const device_ptr a = pool.allocate(4 * MiB, 1);
+  pool.allocate(3 * MiB / 2, 1);
+  dev.hold(1);
+  pool.deallocate(a, 4 * MiB, 1);
+  pool.allocate(9 * MiB / 2, 1);  // h0 recycled to [6, 10); [0, 4) waits for its fence
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  dev.release(1);
+  // 8 MiB fits no free range: growth, which first unmaps [0, 4); nothing waits.
+  pool.allocate(8 * MiB, 1);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize) + calls(dev, device_call::event_synchronize), 0u);
   pool.validate();
 }
 
@@ -305,8 +341,9 @@ TEST(Pool, ABlockFreedOnAStreamWithWorkInFlightWaitsForIt) {
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
   const device_ptr a = pool.allocate(4 * KiB, 1);
-  const device_ptr b = pool.allocate(4 * KiB, 2);  // a second stream: stream 1 is synchronized once
-  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 1u);
+  const device_ptr b = pool.allocate(4 * KiB, 2);  // a second stream: it waits for stream 1's work, on the device
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize), 0u);
+  EXPECT_EQ(calls(dev, device_call::stream_wait_event), 1u);
   dev.hold(1);
   pool.deallocate(a, 4 * KiB, 1);
   // Stream 2 may not have a while stream 1's work is in flight: not from the cache (a is stream 1's), and
@@ -320,6 +357,31 @@ TEST(Pool, ABlockFreedOnAStreamWithWorkInFlightWaitsForIt) {
   EXPECT_EQ(d, a);  // back in the arena: the best fit is a's own 4 KiB hole
   dev.release(1);
   for (auto [p, s] : {std::pair{b, 2}, {c, 2}, {d, 2}}) pool.deallocate(p, 4 * KiB, static_cast<stream_id>(s));
+  pool.validate();
+}
+
+TEST(Pool, ANewStreamWaitsOnTheDeviceForWorkOnMemoryFreedWithoutEvents) {
+  // One stream so far: a is freed with stream 1's work in flight and goes back to the arena with no event.
+  // When stream 2 appears it may get a, but its work is queued behind stream 1's: the pool made it wait for
+  // an event recorded on stream 1 (cuStreamWaitEvent). The host never waits. A third stream waits too.
+  sim_device dev(quiet());
+  pool_resource pool(dev, plain());
+  const device_ptr a = pool.allocate(4 * KiB, 1);
+  dev.hold(1);
+  pool.deallocate(a, 4 * KiB, 1);
+  const device_ptr b = pool.allocate(4 * KiB, 2);
+  EXPECT_EQ(b, a);  // the best fit: a's own hole
+  const event_id work = dev.event_create();
+  dev.event_record(work, 2);  // stream 2's first work with b
+  EXPECT_FALSE(dev.event_query(work));  // behind stream 1's
+  dev.release(1);
+  EXPECT_TRUE(dev.event_query(work));
+  const device_ptr c = pool.allocate(4 * KiB, 3);
+  EXPECT_EQ(calls(dev, device_call::stream_wait_event), 2u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize) + calls(dev, device_call::event_synchronize), 0u);
+  dev.event_destroy(work);
+  pool.deallocate(b, 4 * KiB, 2);
+  pool.deallocate(c, 4 * KiB, 3);
   pool.validate();
 }
 

@@ -80,6 +80,7 @@ cost_model cost_model::h200() {
   // Not measured: assumptions (docs/device.md).
   set(device_call::event_record, flat_us(2.0));
   set(device_call::event_query, flat_us(0.5));
+  set(device_call::stream_wait_event, flat_us(2.0));  // a queued command, as cuEventRecord
   set(device_call::event_synchronize, flat_us(1.0));
   set(device_call::stream_synchronize, flat_us(1.0));
   set(device_call::device_synchronize, flat_us(5.0));

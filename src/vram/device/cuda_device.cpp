@@ -280,6 +280,14 @@ void cuda_device::event_record(event_id e, stream_id s) {
   check(*api_, r, [&] { return fmt::format("cuEventRecord(event={}, stream={})", hex(e), hex(s)); });
 }
 
+void cuda_device::stream_wait_event(stream_id s, event_id e) {
+  make_current();
+  const auto t0 = std::chrono::steady_clock::now();
+  const CUresult r = api_->stream_wait_event(detail::to_stream(s), detail::to_event(e), 0);
+  count(device_call::stream_wait_event, detail::since(t0));
+  check(*api_, r, [&] { return fmt::format("cuStreamWaitEvent(stream={}, event={})", hex(s), hex(e)); });
+}
+
 bool cuda_device::event_query(event_id e) {
   make_current();
   const auto t0 = std::chrono::steady_clock::now();

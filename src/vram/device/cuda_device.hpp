@@ -71,6 +71,7 @@ class cuda_device final : public device {
   event_id event_create() override;
   void event_destroy(event_id e) override;
   void event_record(event_id e, stream_id s) override;
+  void stream_wait_event(stream_id s, event_id e) override;
   bool event_query(event_id e) override;
   void event_synchronize(event_id e) override;
   void stream_synchronize(stream_id s) override;

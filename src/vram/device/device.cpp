@@ -17,6 +17,7 @@ std::string_view to_string(device_call c) noexcept {
     case device_call::mem_unmap: return "mem_unmap";
     case device_call::set_access: return "set_access";
     case device_call::event_record: return "event_record";
+    case device_call::stream_wait_event: return "stream_wait_event";
     case device_call::event_query: return "event_query";
     case device_call::event_synchronize: return "event_synchronize";
     case device_call::stream_synchronize: return "stream_synchronize";

@@ -29,6 +29,7 @@ enum class device_call : std::uint8_t {
   event_record,        // cuEventRecord
   event_query,         // cuEventQuery
   event_synchronize,   // cuEventSynchronize
+  stream_wait_event,   // cuStreamWaitEvent
   stream_synchronize,  // cuStreamSynchronize
   device_synchronize,  // cuCtxSynchronize
   mem_get_info,        // cuMemGetInfo
@@ -103,6 +104,13 @@ class device {
   /// @brief True when the work the event marks is complete. Never waits.
   virtual bool event_query(event_id e) = 0;
   virtual void event_synchronize(event_id e) = 0;
+  /// @brief Work queued on @p s from now on starts only once the work @p e marks is complete; the host does
+  /// not wait (cuStreamWaitEvent). The event may be recorded again at once. A device without the call waits
+  /// on the host instead (event_synchronize).
+  virtual void stream_wait_event(stream_id s, event_id e) {
+    (void)s;
+    event_synchronize(e);
+  }
   virtual void stream_synchronize(stream_id s) = 0;
   virtual void device_synchronize() = 0;
 

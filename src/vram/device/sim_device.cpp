@@ -138,10 +138,18 @@ struct handle_state {
   bool released = false;   // mem_release was called; the bytes return when maps reaches 0
 };
 
+/// @brief Work on a stream past point `after` waits for stream `on` to reach `point` (stream_wait_event).
+struct stream_wait {
+  std::uint64_t after = 0;
+  stream_id on = 0;
+  std::uint64_t point = 0;
+};
+
 struct stream_state {
   std::uint64_t submitted = 0;  // points recorded on the stream
-  std::uint64_t completed = 0;  // points reached; == submitted unless held
+  std::uint64_t completed = 0;  // points reached on the stream itself; == submitted unless held
   bool held = false;
+  std::vector<stream_wait> waits;  // waits not yet known to be satisfied
 };
 
 struct event_state {
@@ -203,6 +211,27 @@ struct sim_device::impl {
   /// @brief Completes the work queued on every stream, held or not (cudaFree waits for the whole device).
   void complete_all() noexcept {
     for (auto& [id, st] : streams) st.completed = st.submitted;
+  }
+
+  /// @brief Whether @p point of stream @p s is complete: reached there, and every wait before it satisfied.
+  bool reached(stream_id s, std::uint64_t point, int depth = 0) const {
+    const auto it = streams.find(s);
+    if (it == streams.end()) return point == 0;
+    if (it->second.completed < point) return false;
+    if (depth > 64) return true;  // waits form no cycle (a stream waits only for points already recorded)
+    for (const auto& w : it->second.waits)
+      if (w.after < point && !reached(w.on, w.point, depth + 1)) return false;
+    return true;
+  }
+  /// @brief Completes @p s up to @p point, and the work it waits for.
+  void finish(stream_id s, std::uint64_t point, int depth = 0) {
+    const auto it = streams.find(s);
+    if (it == streams.end()) return;
+    it->second.completed = std::max(it->second.completed, point);
+    if (depth > 64) return;
+    const auto waits = it->second.waits;
+    for (const auto& w : waits)
+      if (w.after < point) finish(w.on, w.point, depth + 1);
   }
 
   device_ptr small_malloc(std::size_t rounded);
@@ -722,22 +751,29 @@ bool sim_device::event_query(event_id e) {
   std::lock_guard lock(mutex_);
   const auto& ev = impl_->event("event_query", e);
   calls_.add(device_call::event_query, impl_->costs.cost(device_call::event_query, 0));
-  return !ev.recorded || impl_->streams[ev.stream].completed >= ev.point;
+  return !ev.recorded || impl_->reached(ev.stream, ev.point);
+}
+
+void sim_device::stream_wait_event(stream_id s, event_id e) {
+  std::lock_guard lock(mutex_);
+  const auto& ev = impl_->event("stream_wait_event", e);
+  calls_.add(device_call::stream_wait_event, impl_->costs.cost(device_call::stream_wait_event, 0));
+  auto& waits = impl_->streams[s].waits;
+  std::erase_if(waits, [&](const detail::stream_wait& w) { return impl_->reached(w.on, w.point); });
+  if (ev.recorded && !impl_->reached(ev.stream, ev.point))
+    waits.push_back({impl_->streams[s].submitted, ev.stream, ev.point});
 }
 
 void sim_device::event_synchronize(event_id e) {
   std::lock_guard lock(mutex_);
   const auto& ev = impl_->event("event_synchronize", e);
   calls_.add(device_call::event_synchronize, impl_->costs.cost(device_call::event_synchronize, 0));
-  if (!ev.recorded) return;
-  auto& st = impl_->streams[ev.stream];
-  st.completed = std::max(st.completed, ev.point);
+  if (ev.recorded) impl_->finish(ev.stream, ev.point);
 }
 
 void sim_device::stream_synchronize(stream_id s) {
   std::lock_guard lock(mutex_);
-  auto& st = impl_->streams[s];
-  st.completed = st.submitted;
+  impl_->finish(s, impl_->streams[s].submitted);
   calls_.add(device_call::stream_synchronize, impl_->costs.cost(device_call::stream_synchronize, 0));
 }
 

@@ -7,7 +7,8 @@
 // device_error where a real driver would fail. Each call adds its modelled cost to calls().
 // Streams: any stream_id is accepted. Work completes at once unless a test holds a stream (hold()); events
 // recorded on a held stream complete at release() or when synchronized (legacy_free synchronizes the whole
-// device, as cudaFree does). Thread-safe (one mutex).
+// device, as cudaFree does); a stream made to wait for an event (stream_wait_event) completes what it queues
+// after that only once the event does. Thread-safe (one mutex).
 
 #include <cstddef>
 #include <map>
@@ -73,6 +74,7 @@ class sim_device final : public device {
   void event_record(event_id e, stream_id s) override;
   bool event_query(event_id e) override;
   void event_synchronize(event_id e) override;
+  void stream_wait_event(stream_id s, event_id e) override;
   void stream_synchronize(stream_id s) override;
   void device_synchronize() override;
 

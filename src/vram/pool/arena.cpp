@@ -26,6 +26,8 @@ arena::arena(device& dev, arena_options options)
 }
 
 arena::~arena() {
+  // The owner settles deferred unmaps first (pool_resource's destructor, while its events exist).
+  for (const auto& d : deferred_) device_->mem_unmap(d.va, d.bytes);
   for (const auto& v : views_)
     if (v.handle != none) device_->mem_unmap(v.va, handles_[v.handle].bytes);
   for (const auto& h : handles_)
@@ -182,10 +184,16 @@ void arena::unmap_view(std::uint32_t v) {
   zone& z = zone_of(va);
   z.free.erase_within(va, bytes);
   z.foreign.erase_within(va, bytes);
-  device_->mem_unmap(va, bytes);
   for (std::size_t g = granule_of(va), n = bytes / granularity_; n > 0; --n, ++g) granules_[g].view = none;
-  z.unmapped.insert(va, bytes);
-  gaps_changed(va, va + bytes);
+  const std::uint64_t fence = fence_.fence ? fence_.fence() : 0;
+  if (fence != 0 && !fence_.done(fence, false)) {
+    deferred_.push_back({va, bytes, fence});  // queued work may still use it: unmapped once the fence is done
+    ++counters_.unmaps_deferred;
+  } else {
+    device_->mem_unmap(va, bytes);
+    z.unmapped.insert(va, bytes);
+    gaps_changed(va, va + bytes);
+  }
   views_[v] = view_rec{};
   free_views_.push_back(v);
   ++counters_.handles_unmapped;
@@ -194,7 +202,6 @@ void arena::unmap_view(std::uint32_t v) {
 // pre: the handle is cold. Every view goes: its owned bytes (all free) leave the free list, its foreign
 // bytes the foreign list, and the handle becomes a spare.
 void arena::unmap_handle(std::uint32_t idx) {
-  if (before_unmap_) before_unmap_();
   auto& h = handles_[idx];
   reclaimable_.erase({h.bytes, idx});
   h.listed = false;
@@ -243,7 +250,6 @@ void arena::dissolve_idle_views() {
 
 // pre: v and u are views of one handle; v holds no live block. v's owned bytes (all free) become u's.
 void arena::dissolve_view(std::uint32_t v, std::uint32_t u) {
-  if (before_unmap_) before_unmap_();
   const std::uint32_t idx = views_[v].handle;
   auto& h = handles_[idx];
   const device_ptr va = views_[v].va, ua = views_[u].va;
@@ -284,10 +290,27 @@ void arena::release_spare(std::uint32_t idx) {
   free_slots_.push_back(idx);
 }
 
+void arena::settle_unmaps(bool wait) {
+  std::erase_if(deferred_, [&](const deferred_unmap& d) {
+    if (!fence_.done(d.fence, wait)) return false;
+    device_->mem_unmap(d.va, d.bytes);
+    zone_of(d.va).unmapped.insert(d.va, d.bytes);
+    gaps_changed(d.va, d.va + d.bytes);
+    return true;
+  });
+}
+
+std::size_t arena::deferred_unmap_bytes() const noexcept {
+  std::size_t n = 0;
+  for (const auto& d : deferred_) n += d.bytes;
+  return n;
+}
+
 std::size_t arena::trim() {
   const std::size_t before = reserved_;
   drop_stale_cold();
   while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
+  settle_unmaps(true);  // released handles return their memory only once no address maps them
   while (!spare_.empty()) {
     const auto idx = spare_.begin()->second;
     take_spare(idx);
@@ -397,8 +420,10 @@ void arena::validate() const {
     throw invariant_error(fmt::format("arena: mapped {} != in use {} + free {}", mapped_, in_use_, free));
   if (view_bytes != mapped_ + foreign)
     throw invariant_error(fmt::format("arena: views span {} != mapped {} + foreign {}", view_bytes, mapped_, foreign));
-  if (unmapped + view_bytes != span())
-    throw invariant_error(fmt::format("arena: unmapped {} + views {} != span {}", unmapped, view_bytes, span()));
+  const std::size_t deferred = deferred_unmap_bytes();
+  if (unmapped + view_bytes + deferred != span())
+    throw invariant_error(fmt::format("arena: unmapped {} + views {} + deferred unmaps {} != span {}", unmapped,
+                                      view_bytes, deferred, span()));
 }
 
 }  // namespace vram::detail

@@ -112,6 +112,7 @@ struct arena_counters {
   std::uint64_t out_of_memory_recoveries = 0;  // growths that had to recycle or release after a refusal
   std::uint64_t last_resort_growths = 0;       // of those, growths that took free ends not beside a gap
   std::uint64_t address_space_exhausted = 0;   // growths that found no address range (failed)
+  std::uint64_t unmaps_deferred = 0;           // views whose unmap waited for a fence, not for the device
 };
 
 class arena {
@@ -159,9 +160,23 @@ class arena {
   /// @brief Every mapped free range (warm or cold), by address.
   std::vector<std::pair<device_ptr, std::size_t>> free_ranges() const;
 
-  /// @brief Called before the arena unmaps a handle: the caller makes sure no queued work still uses memory
-  /// it freed (the virtual memory calls do not wait for the device).
-  void set_before_unmap(std::function<void()> fn) { before_unmap_ = std::move(fn); }
+  /// @brief How the arena unmaps without waiting for the device. cuMemUnmap does not wait for queued work, and
+  /// memory freed into the arena may still be used by work queued on the stream it was freed on (one
+  /// stream's frees carry no event). fence() returns 0 when everything freed into the arena so far is safe
+  /// to unmap, else the id of a fence that covers it (recorded then, if need be); done(id, wait) tells
+  /// whether that fence has completed, waiting for it when @\p wait. A view whose fence has not completed
+  /// stays mapped at its address, which stays out of the gaps, until settle_unmaps() finds the fence done;
+  /// the arena's books have it unmapped, and its handle may be mapped elsewhere meanwhile (a handle may be
+  /// mapped twice). Without a fence, views are unmapped at once.
+  struct unmap_fence {
+    std::function<std::uint64_t()> fence;
+    std::function<bool(std::uint64_t, bool)> done;
+  };
+  void set_unmap_fence(unmap_fence f) { fence_ = std::move(f); }
+  /// @brief Unmaps the deferred views whose fences completed; with @p wait, every one, waiting for its fence.
+  void settle_unmaps(bool wait);
+  /// @brief Bytes of address space unmapped in the arena's books but still mapped on the device.
+  std::size_t deferred_unmap_bytes() const noexcept;
 
   /// @brief Checks the granule table, the handles, their views and every free list against each other.
   void validate() const;
@@ -289,7 +304,13 @@ class arena {
   std::size_t in_use_ = 0;
   std::size_t peak_in_use_ = 0;
   arena_counters counters_;
-  std::function<void()> before_unmap_;
+  unmap_fence fence_;
+  struct deferred_unmap {
+    device_ptr va;
+    std::size_t bytes;
+    std::uint64_t fence;
+  };
+  std::vector<deferred_unmap> deferred_;  // views unmapped in the books, their fences pending
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
   bool tight_ = false;          // the device (or the limit) has no room left for tight_budgets cache budgets
   bool full_ = false;           // tight, and no room left for the cache budget itself

@@ -376,6 +376,7 @@ void arena::note_pace(std::size_t s) {
 }
 
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
+  if (!deferred_.empty()) settle_unmaps(false);  // address ranges whose fences have completed become gaps
   judge_tightness(size);
   const bool gen = tight_;
   if (tight_ && !idle_views_.empty()) dissolve_idle_views();
@@ -407,6 +408,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
       ++counters_.out_of_memory_recoveries;
       drop_stale_cold();
       while (!reclaimable_.empty()) unmap_handle(reclaimable_.begin()->second);
+      settle_unmaps(true);  // out-of-memory recovery may wait: released memory returns once unmapped
       plan again = best_growth(size, align, zi, true);
       refused = false;
       if (again.valid) block = carry_out(again, size, zi, true, true, refused);

@@ -83,15 +83,17 @@ pool_resource::pool_resource(device& dev, pool_options options)
       arena_(dev, arena_settings(options)),
       alive_(std::make_shared<int>(0)) {
   // Blocks freed without an event (one stream so far) may still be used by work queued on their stream, and
-  // unmapping does not wait for the device: such streams are synchronized before the arena unmaps anything.
-  arena_.set_before_unmap([this] {
-    for (auto s : unsynchronized_) device_->stream_synchronize(s);
-    unsynchronized_.clear();
-  });
+  // unmapping does not wait for the device: the arena unmaps such memory once a fence over it completes.
+  arena_.set_unmap_fence({[this] { return fence_locked(); },
+                          [this](std::uint64_t id, bool wait) { return fence_done_locked(id, wait); }});
 }
 
 pool_resource::~pool_resource() {
   alive_.reset();
+  arena_.settle_unmaps(true);  // while the fences' events exist
+  for (auto& f : fences_)
+    for (auto e : f.events) device_->event_destroy(e);
+  for (auto e : first_streams_) device_->event_destroy(e);
   for (auto& f : pending_)
     for (auto e : f.events) device_->event_destroy(e);
   for (auto e : spare_events_) device_->event_destroy(e);
@@ -292,8 +294,12 @@ event_id pool_resource::take_event_locked() {
 void pool_resource::process_pending_locked(bool wait) {
   std::erase_if(pending_, [&](pending_free& f) {
     for (auto e : f.events) {
-      if (wait) device_->event_synchronize(e);
-      else if (!device_->event_query(e)) return false;
+      if (!wait) {
+        if (!device_->event_query(e)) return false;
+      } else if (!device_->event_query(e)) {
+        device_->event_synchronize(e);
+        ++stats_.host_waits;
+      }
     }
     for (auto e : f.events) spare_events_.push_back(e);
     pending_bytes_ -= f.size;
@@ -302,14 +308,53 @@ void pool_resource::process_pending_locked(bool wait) {
   });
 }
 
+std::uint64_t pool_resource::fence_locked() {
+  if (!unsynchronized_.empty()) {
+    fence_rec f{next_fence_++, {}};
+    for (auto s : unsynchronized_) {
+      const event_id e = take_event_locked();
+      device_->event_record(e, s);
+      f.events.push_back(e);
+    }
+    unsynchronized_.clear();
+    fences_.push_back(std::move(f));
+  }
+  return fences_.empty() ? 0 : fences_.back().id;
+}
+
+bool pool_resource::fence_done_locked(std::uint64_t id, bool wait) {
+  // Fences complete in the order they were recorded only per stream, so a fence counts as done once it and
+  // every earlier one have completed.
+  while (!fences_.empty() && fences_.front().id <= id) {
+    for (auto e : fences_.front().events) {
+      if (!wait) {
+        if (!device_->event_query(e)) return false;
+      } else if (!device_->event_query(e)) {
+        device_->event_synchronize(e);
+        ++stats_.host_waits;
+      }
+    }
+    for (auto e : fences_.front().events) spare_events_.push_back(e);
+    fences_.pop_front();
+  }
+  return true;
+}
+
 void pool_resource::note_stream_locked(stream_id stream) {
-  if (!streams_.insert(stream).second || multi_stream_ || streams_.size() < 2) return;
-  // A second stream: memory freed so far went back without events; once the streams used so far have
-  // finished their queued work it is safe for any stream. This happens once.
-  for (auto s : streams_)
-    if (s != stream) device_->stream_synchronize(s);
-  unsynchronized_.clear();
-  multi_stream_ = true;
+  if (!streams_.insert(stream).second || streams_.size() < 2) return;
+  if (!multi_stream_) {
+    // A second stream: memory freed so far went back without events, and work queued on the streams used
+    // so far may still use it. Events mark that work; this stream and every later one wait for them on the
+    // device, so nothing they run overlaps it. The host does not wait. From now on frees carry events.
+    for (auto s : streams_) {
+      if (s == stream) continue;
+      const event_id e = device_->event_create();
+      device_->event_record(e, s);
+      first_streams_.push_back(e);
+    }
+    multi_stream_ = true;
+  }
+  for (auto e : first_streams_) device_->stream_wait_event(stream, e);
 }
 
 void pool_resource::flush_caches_locked() {

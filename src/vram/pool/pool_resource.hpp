@@ -9,12 +9,14 @@
 //    read-modify-write; frees from any thread. When the lock holder must touch other threads' caches or grow
 //    the table it stops the hot path: it raises stop_, issues a heavy fence (asymmetric_fence.hpp) and waits
 //    until no thread is inside its cache; threads arriving meanwhile take the slow path.
-//  - Stream order: a cached block is reused only on the stream it was freed on. Once a second stream is
-//    seen, a block leaving a cache is held until an event recorded on its stream at the free completes (and
-//    on every stream record_stream() named); the first time a new stream appears the streams used so far are
-//    synchronized once, so memory freed before that point is safe for it. cuMemUnmap does not wait for the
-//    device, so before the arena unmaps a handle the streams that freed into it without an event are
-//    synchronized (once per such stream and unmap point). Never a device-wide synchronize.
+//  - Stream order, without waiting on the host: a cached block is reused only on the stream it was freed on.
+//    Once a second stream is seen, a block leaving a cache is held until an event recorded on its stream at
+//    the free completes (and on every stream record_stream() named). Memory freed before that went back
+//    without events: every stream seen after the first is made to wait, on the device (cuStreamWaitEvent),
+//    for the work queued on the earlier streams when the second appeared. cuMemUnmap does not wait for the
+//    device, so an unmap is fenced: events recorded on the streams that freed without one since the last
+//    fence; a view whose fence has not completed stays mapped until it has (arena::set_unmap_fence). The
+//    host waits only in out-of-memory recovery and trim(), and never for the whole device.
 //  - Limits and release: set_limit(), trim(); when the device refuses, caches are flushed, pending frees
 //    waited for, cold handles recycled, and the request retried before it fails.
 // See docs/pool.md for the design and the measurements behind its settings.
@@ -23,6 +25,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +56,7 @@ struct pool_stats {
   std::size_t mapped_bytes = 0;
   std::uint64_t allocations = 0, frees = 0, failed_allocations = 0;
   std::uint64_t hot_path_stops = 0;  // times every thread was held out of the hot path (flushes, table growth)
+  std::uint64_t host_waits = 0;      // times the host waited for the device (out-of-memory recovery, trim)
   detail::arena_counters arena;
 };
 
@@ -117,6 +121,8 @@ class pool_resource final : public memory_resource {
   void flush_caches_locked();
   void process_pending_locked(bool wait);
   event_id take_event_locked();
+  std::uint64_t fence_locked();
+  bool fence_done_locked(std::uint64_t id, bool wait);
   void sync_mirrors_locked();
   [[noreturn]] void bad_free(device_ptr p, std::size_t bytes, detail::block_state found, std::size_t size) const;
 
@@ -135,7 +141,14 @@ class pool_resource final : public memory_resource {
   std::shared_ptr<int> alive_;                                  // threads hold weak_ptrs to it
   std::set<stream_id> streams_;
   bool multi_stream_ = false;
-  std::vector<stream_id> unsynchronized_;  // streams that freed into the arena without an event since the last sync
+  std::vector<stream_id> unsynchronized_;  // streams that freed into the arena without an event since the last fence
+  struct fence_rec {
+    std::uint64_t id;
+    std::vector<event_id> events;  // one per stream it covers
+  };
+  std::deque<fence_rec> fences_;           // recorded and not yet seen complete, oldest first
+  std::uint64_t next_fence_ = 1;
+  std::vector<event_id> first_streams_;    // recorded when a second stream appeared: later streams wait for them
   std::vector<pending_free> pending_;
   std::size_t pending_bytes_ = 0;
   std::vector<event_id> spare_events_;
