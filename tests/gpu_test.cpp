@@ -742,6 +742,99 @@ TEST_F(GpuUnmapOrder, a_trim_unmaps_a_block_freed_behind_queued_work_only_once_t
   EXPECT_TRUE(done_after_trim) << "the pool unmapped a block while work queued on its stream was not done";
 }
 
+TEST_F(GpuUnmapOrder, recycling_a_handle_freed_behind_queued_work_neither_waits_nor_unmaps_it_early) {
+  // One stream, no cache budget: a 24 MiB block is freed behind the gate, and a larger block then recycles
+  // its handles. The pool maps them at the new block's place at once, but unmaps their old addresses only
+  // once a fence recorded on the stream completes: the check queued behind the gate still reads the old
+  // block (compute-sanitizer would see an unmapped read), and the host does not wait for the gate.
+  const auto& k = gpu_->pattern_kernels();
+  if (!k.loaded()) GTEST_SKIP() << "needs the gate kernel: " << k.why();
+  auto& dev = gpu_->dev();
+  const CUstream a = gpu_->new_stream(), opener = gpu_->new_stream();
+  const CUdeviceptr flag = gpu_->new_word();
+  constexpr std::size_t bytes = 24 * MiB;
+  bool busy = false, busy_after = false;
+  std::uint64_t deferred = 0;
+  {
+    pool_options o;
+    o.max_cached_ratio = 0;  // growth recycles cold handles rather than make memory
+    auto r = std::make_unique<pool_resource>(dev, o);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    checker c(gpu_->api(), k, a);
+    const device_ptr keep = r->allocate(2 * MiB, id_of(a));  // the pool is not empty when p goes
+    ASSERT_EQ(gpu_->api().memset_d32_async(flag, 0, 1, a), CUDA_SUCCESS);
+    const device_ptr p = r->allocate(bytes, id_of(a));
+    c.fill(p, bytes, 21);
+    k.gate(a, flag, gpu_check::gate_limit_ns());
+    c.check(p, bytes, 21);
+    const event_id queued = dev.event_create();
+    dev.event_record(queued, id_of(a));
+    busy = !dev.event_query(queued);
+    r->deallocate(p, bytes, id_of(a));
+    const device_ptr q = r->allocate(2 * bytes, id_of(a));  // recycles p's handles
+    busy_after = !dev.event_query(queued);
+    c.fill(q, 2 * bytes, 22);  // behind the gate and the check, in the stream's order
+    deferred = r->stats().arena.unmaps_deferred;
+    ASSERT_EQ(gpu_->api().memset_d32_async(flag, 1, 1, opener), CUDA_SUCCESS);
+    EXPECT_TRUE(none_wrong(c.collect(), "the old block, checked behind the gate after its handles were recycled"));
+    c.check(q, 2 * bytes, 22);
+    EXPECT_TRUE(none_wrong(c.collect(), "the new block"));
+    r->deallocate(q, 2 * bytes, id_of(a));
+    r->deallocate(keep, 2 * MiB, id_of(a));
+    r->validate();
+    dev.event_destroy(queued);
+  }
+  gpu_->free_word(flag);
+  if (!busy) GTEST_SKIP() << "inconclusive: the check had run before the free (kernels run one at a time?)";
+  EXPECT_TRUE(busy_after) << "the allocation waited for the stream's work";
+  EXPECT_GE(deferred, 1u) << "no unmap was deferred: were p's handles recycled?";
+  EXPECT_EQ(dev.held_bytes(), 0u);
+}
+
+TEST_F(GpuUnmapOrder, a_new_stream_waits_on_the_device_for_work_on_memory_freed_without_events) {
+  // One stream so far: a block freed behind the gate goes back to the pool with no event. A second stream
+  // then allocates the same size and may get it; its fill must run after the check queued behind the gate
+  // (the pool made it wait, on the device, for the first stream's work), and the host must not wait.
+  const auto& k = gpu_->pattern_kernels();
+  if (!k.loaded()) GTEST_SKIP() << "needs the gate kernel: " << k.why();
+  auto& dev = gpu_->dev();
+  const CUstream a = gpu_->new_stream(), b = gpu_->new_stream(), opener = gpu_->new_stream();
+  const CUdeviceptr flag = gpu_->new_word();
+  constexpr std::size_t bytes = 1 * MiB;
+  bool busy = false, busy_after = false, same = false;
+  {
+    pool_options o;
+    o.thread_cache = false;  // a freed block goes straight back to the arena
+    auto r = std::make_unique<pool_resource>(dev, o);
+    const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
+    checker ca(gpu_->api(), k, a), cb(gpu_->api(), k, b);
+    ASSERT_EQ(gpu_->api().memset_d32_async(flag, 0, 1, a), CUDA_SUCCESS);
+    const device_ptr p1 = r->allocate(bytes, id_of(a));
+    ca.fill(p1, bytes, 31);
+    k.gate(a, flag, gpu_check::gate_limit_ns());
+    ca.check(p1, bytes, 31);
+    const event_id queued = dev.event_create();
+    dev.event_record(queued, id_of(a));
+    busy = !dev.event_query(queued);
+    r->deallocate(p1, bytes, id_of(a));  // one stream: no event
+    const device_ptr p2 = r->allocate(bytes, id_of(b));
+    busy_after = !dev.event_query(queued);
+    same = gpu_check::overlap(p1, bytes, p2, bytes);
+    cb.fill(p2, bytes, 32);
+    ASSERT_EQ(gpu_->api().memset_d32_async(flag, 1, 1, opener), CUDA_SUCCESS);
+    EXPECT_TRUE(none_wrong(ca.collect(), "stream A's block, checked behind the gate"));
+    cb.check(p2, bytes, 32);
+    EXPECT_TRUE(none_wrong(cb.collect(), "stream B's block, filled after A's check"));
+    r->deallocate(p2, bytes, id_of(b));
+    dev.event_destroy(queued);
+    r->validate();
+  }
+  gpu_->free_word(flag);
+  if (!busy) GTEST_SKIP() << "inconclusive: the check had run before the free (kernels run one at a time?)";
+  EXPECT_TRUE(busy_after) << "the allocation on the new stream waited on the host";
+  RecordProperty("new_stream_got_the_freed_block", same ? "yes" : "no");
+}
+
 #else  // no cuda.h at build time
 
 TEST(GpuUnavailable, needs_a_build_with_the_cuda_device) {
