@@ -74,7 +74,7 @@ namespace vram::detail {
   X(event_query, "cuEventQuery", 2000, CUevent)                                                                 \
   X(event_synchronize, "cuEventSynchronize", 2000, CUevent)                                                     \
   X(stream_synchronize, "cuStreamSynchronize", 2000, CUstream)                                                  \
-  X(stream_wait_event, "cuStreamWaitEvent", 2000, CUstream, CUevent, unsigned int)                              \
+  X(stream_wait_event, "cuStreamWaitEvent", 3020, CUstream, CUevent, unsigned int)                              \
   X(stream_create, "cuStreamCreate", 2000, CUstream*, unsigned int)                                             \
   X(stream_destroy, "cuStreamDestroy", 4000, CUstream)                                                          \
   X(device_get_default_mem_pool, "cuDeviceGetDefaultMemPool", 11020, CUmemoryPool*, CUdevice)                   \
