@@ -758,12 +758,13 @@ TEST_F(GpuUnmapOrder, recycling_a_handle_freed_behind_queued_work_neither_waits_
   {
     pool_options o;
     o.max_cached_ratio = 0;  // growth recycles cold handles rather than make memory
+    o.thread_cache = false;  // p goes back to the arena, not to the thread's cache
     auto r = std::make_unique<pool_resource>(dev, o);
     const gpu_check::on_exit quiet([this] { gpu_->quiesce(); });  // before r goes
     checker c(gpu_->api(), k, a);
-    const device_ptr keep = r->allocate(2 * MiB, id_of(a));  // the pool is not empty when p goes
     ASSERT_EQ(gpu_->api().memset_d32_async(flag, 0, 1, a), CUDA_SUCCESS);
     const device_ptr p = r->allocate(bytes, id_of(a));
+    const device_ptr keep = r->allocate(2 * MiB, id_of(a));  // above p: q grows past it, recycling p's handles
     c.fill(p, bytes, 21);
     k.gate(a, flag, gpu_check::gate_limit_ns());
     c.check(p, bytes, 21);

@@ -159,6 +159,30 @@ TEST(Pool, AnUnmapWaitsForAFenceOnTheDeviceNotOnTheHost) {
   pool.validate();
 }
 
+TEST(Pool, OnAnH200SizedDeviceRecyclingBehindQueuedWorkIsDeferredToo) {
+  // The GPU test's shape (tests/gpu_test.cpp, GpuUnmapOrder) on the simulated H200: a 24 MiB block (three
+  // 8 MiB handles) under a 2 MiB one (a handle of its own at the top), the first freed with its stream held;
+  // a 48 MiB block extends the top and, past the budget, recycles the three cold handles below.
+  sim_device dev;
+  pool_resource pool(dev, plain(0.0));
+  const device_ptr p = pool.allocate(24 * MiB, 1);
+  const device_ptr keep = pool.allocate(2 * MiB, 1);
+  dev.hold(1);
+  pool.deallocate(p, 24 * MiB, 1);
+  const device_ptr q = pool.allocate(48 * MiB, 1);
+  EXPECT_EQ(q, keep + 2 * MiB);
+  EXPECT_EQ(pool.stats().arena.unmaps_deferred, 3u);
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize) + calls(dev, device_call::event_synchronize), 0u);
+  pool.validate();
+  dev.release(1);
+  pool.deallocate(q, 48 * MiB, 1);
+  pool.deallocate(keep, 2 * MiB, 1);
+  pool.trim();
+  EXPECT_EQ(pool.reserved_bytes(), 0u);
+  EXPECT_EQ(dev.used_bytes(), 0u);
+}
+
 TEST(Pool, AFenceThatCompletedLetsTheNextGrowthUnmapAtOnce) {
   // As above, but stream 1 is released before the next growth: the growth finds the fence done and unmaps
   // the old view then, and the address range is a gap again.
