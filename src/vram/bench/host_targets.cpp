@@ -2,18 +2,18 @@
 // Decisions:
 //  - Each worker's loop is the allocator's calls and nothing else: no statistics, no per-pair clock.
 //  - A failed allocation throws (out_of_memory), so a cell that cannot run says why instead of timing nulls.
-//  - The mutex of a guarded resource is taken once per call, as a thread-safe wrapper around the resource
-//    would; the pair is not made atomic.
+//  - A resource that is not thread-safe is put under a thread_safe_resource (one mutex, taken once per call);
+//    the pair is not made atomic.
 #include "vram/bench/host_targets.hpp"
 
 #include <cstdlib>
-#include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
+#include "vram/decorators/thread_safe_resource.hpp"
 #include "vram/device/device.hpp"
 #include "vram/resource/memory_resource.hpp"
 
@@ -47,42 +47,31 @@ class glibc_target final : public bench_target {
 
 // ---- a memory_resource --------------------------------------------------------------------------------------
 
-template <bool Guarded>
 class resource_worker final : public bench_worker {
  public:
-  resource_worker(memory_resource& r, std::mutex& m) : resource_(r), mutex_(m) {}
+  explicit resource_worker(memory_resource& r) : resource_(r) {}
 
   std::uint64_t pairs(std::size_t bytes, std::uint64_t n) override {
     std::uint64_t folded = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
-      device_ptr p = 0;
-      if constexpr (Guarded) {
-        std::lock_guard lock(mutex_);
-        p = resource_.allocate(bytes);
-      } else {
-        p = resource_.allocate(bytes);
-      }
+      const device_ptr p = resource_.allocate(bytes);
       detail::keep(p);
       folded ^= p;
-      if constexpr (Guarded) {
-        std::lock_guard lock(mutex_);
-        resource_.deallocate(p, bytes);
-      } else {
-        resource_.deallocate(p, bytes);
-      }
+      resource_.deallocate(p, bytes);
     }
     return folded;
   }
 
  private:
   memory_resource& resource_;
-  std::mutex& mutex_;
 };
 
 class resource_target final : public bench_target {
  public:
   resource_target(std::string name, std::unique_ptr<memory_resource> r, sharing how)
-      : name_(std::move(name)), resource_(std::move(r)), how_(how) {}
+      : name_(std::move(name)), resource_(std::move(r)), how_(how) {
+    if (how_ == sharing::mutex) guarded_ = std::make_unique<thread_safe_resource>(*resource_);
+  }
 
   std::string_view name() const noexcept override { return name_; }
   std::string note() const override {
@@ -91,15 +80,14 @@ class resource_target final : public bench_target {
                        "threads", name_);
   }
   std::unique_ptr<bench_worker> make_worker() override {
-    if (how_ == sharing::mutex) return std::make_unique<resource_worker<true>>(*resource_, mutex_);
-    return std::make_unique<resource_worker<false>>(*resource_, mutex_);
+    return std::make_unique<resource_worker>(guarded_ ? *guarded_ : *resource_);
   }
 
  private:
   std::string name_;
   std::unique_ptr<memory_resource> resource_;
   sharing how_;
-  std::mutex mutex_;
+  std::unique_ptr<thread_safe_resource> guarded_;  // over resource_, where it is not thread-safe
 };
 
 // ---- the device's legacy calls -----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 #pragma once
 // The allocator interface, in the style of RMM's device_memory_resource: allocate(bytes, stream) and
-// deallocate(ptr, bytes, stream). vram's pool and the emulations of other allocators implement it (there
-// are no decorators yet: statistics and limits live inside the pool). Every resource draws on one device through the device seam and never calls a driver itself.
+// deallocate(ptr, bytes, stream). vram's pool and the emulations of other allocators implement it, and so do
+// the decorators of src/vram/decorators (statistics, a limit, a mutex, a trace), which wrap any of them.
+// Every resource draws on one device through the device seam and never calls a driver itself.
 //
 // Contracts shared by all resources (checked by tests/conformance_test.cpp):
 //  - allocate(0) returns 0 and deallocate(0, ...) does nothing, as cudaMalloc / cudaFree do;
@@ -74,6 +75,10 @@ class memory_resource {
   virtual void release_cached() {}
   /// @brief Checks the resource's invariants; throws invariant_error naming the one broken.
   virtual void validate() const {}
+  /// @brief What allocate() says when it cannot serve @p bytes on @p stream (decorators pass it on).
+  std::string explain_out_of_memory(std::size_t bytes, stream_id stream) const {
+    return out_of_memory_message(bytes, stream);
+  }
 
   /// @brief Bytes held from the device.
   virtual std::size_t reserved_bytes() const noexcept { return reserved_; }
