@@ -8,30 +8,10 @@
 
 #include "vram/core/error.hpp"
 #include "vram/device/cuda_device.hpp"
-#include "vram/device/cuda_driver.hpp"
+#include "vram/device/cuda_driver.hpp"  // cuda_device_count: the seam's free functions
 #include "vram/device/sim_device.hpp"
 
 namespace vram::capi {
-
-namespace {
-
-/// The number of CUDA devices the driver counts, or 0 with the reason in @p why.
-int cuda_device_count(std::string* why) {
-  if (!cuda_available(why)) return 0;
-#if VRAM_HAVE_CUDA_H
-  const vram::detail::cuda_api* api = vram::detail::load_cuda_api(why);
-  int n = 0;
-  if (api == nullptr || api->device_get_count(&n) != CUDA_SUCCESS) {
-    if (why != nullptr && why->empty()) *why = "cuDeviceGetCount failed";
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
-}
-
-}  // namespace
 
 pool_table::pool_table(const char* device_env) {
   const std::string_view text = device_env != nullptr && *device_env != '\0' ? device_env : "auto";

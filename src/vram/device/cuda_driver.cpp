@@ -144,11 +144,24 @@ bool cuda_available(std::string* why) {
   return true;
 }
 
+int cuda_device_count(std::string* why) {
+  if (!cuda_available(why)) return 0;
+  const detail::cuda_api* api = detail::load_cuda_api(why);
+  int count = 0;
+  if (api == nullptr || api->device_get_count(&count) != CUDA_SUCCESS) return 0;  // cuda_available said why
+  return count;
+}
+
 #else  // no cuda.h at build time
 
 bool cuda_available(std::string* why) {
   if (why != nullptr) *why = "this build of vram has no CUDA device (cuda.h was not found when it was built)";
   return false;
+}
+
+int cuda_device_count(std::string* why) {
+  cuda_available(why);
+  return 0;
 }
 
 #endif

@@ -26,6 +26,9 @@ constexpr bool cuda_built() noexcept {
 /// "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)". Cheap after the first call.
 bool cuda_available(std::string* why = nullptr);
 
+/// @brief The number of CUDA devices the driver counts (cuDeviceGetCount), or 0 with the reason in @p why.
+int cuda_device_count(std::string* why = nullptr);
+
 }  // namespace vram
 
 #if VRAM_HAVE_CUDA_H
