@@ -8,9 +8,12 @@
 // defaults of `policy_expectation`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -18,6 +21,10 @@
 
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
+#include "vram/decorators/limit_resource.hpp"
+#include "vram/decorators/statistics_resource.hpp"
+#include "vram/decorators/thread_safe_resource.hpp"
+#include "vram/decorators/tracing_resource.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/emulation/rmm_pool_resource.hpp"
 #include "vram/policies/registry.hpp"
@@ -49,7 +56,9 @@ struct policy_expectation {
 
 /// Per policy, from its header and docs (docs/device.md, docs/emulations/*.md):
 ///  - vram: the strict contract. Its pool holds whole physical handles (reserved == device used), trim()
-///    releases every handle no live block touches, and a block freed on a stream waits for that stream.
+///    releases every handle no live block touches, and a block freed on a stream waits for that stream
+///    (before a second stream is seen, a block that went back to the arena may serve the new stream, which
+///    then waits for the first on the device: tests/pool_test.cpp; here the thread's cache keeps it).
 ///  - cuda-direct: reserved is the device pages its blocks occupy, so equal to the device's used bytes; nothing
 ///    is cached; cudaFree waits for the whole device, so no work is in flight after a free (docs/device.md).
 ///  - torch-native / torch-expandable: segments of whole 2 MiB units (legacy) or mapped pages; empty_cache
@@ -83,14 +92,70 @@ const std::map<std::string, policy_expectation, std::less<>>& expectations() {
 }
 
 policy_expectation expectation_for(std::string_view policy) {
-  const auto it = expectations().find(policy);
+  const auto it = expectations().find(policy.substr(policy.rfind('+') + 1));  // a decorator's: its upstream's
   return it == expectations().end() ? policy_expectation{} : it->second;
+}
+
+/// The decorators run the suite too, each over one policy ("statistics+vram"): a decorator passes the
+/// contract on, so the upstream's expectations hold. The limit is far above what any test allocates.
+const std::vector<std::string>& decorated() {
+  static const std::vector<std::string> names{"statistics+vram", "limit+torch-native", "thread_safe+rmm-pool",
+                                              "tracing+cub-bins", "statistics+cuda-direct",
+                                              "thread_safe+torch-expandable"};
+  return names;
 }
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> names;
   for (const auto& p : policies()) names.emplace_back(p.name);
   return names;
+}
+
+std::vector<std::string> suite_names() {
+  auto names = policy_names();
+  names.insert(names.end(), decorated().begin(), decorated().end());
+  return names;
+}
+
+/// Where the tracing decorator's files go; removed when the suite ends.
+const std::filesystem::path& trace_dir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("vram_conformance_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct remove_trace_dir : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(trace_dir(), ec);
+  }
+};
+const auto* const trace_dir_cleanup = ::testing::AddGlobalTestEnvironment(new remove_trace_dir);
+
+/// A policy of the registry, or a decorator over one.
+std::unique_ptr<memory_resource> make_policy(const std::string& name, device& dev) {
+  const auto plus = name.find('+');
+  if (plus == std::string::npos) return make_resource(name, dev);
+  const std::string decorator = name.substr(0, plus);
+  auto up = make_resource(name.substr(plus + 1), dev);
+  if (decorator == "statistics") return std::make_unique<statistics_resource>(std::move(up));
+  if (decorator == "limit") return std::make_unique<limit_resource>(std::move(up), std::size_t{1} << 50);
+  if (decorator == "thread_safe") return std::make_unique<thread_safe_resource>(std::move(up));
+  if (decorator == "tracing") {
+    static std::atomic<int> n{0};
+    const auto path = trace_dir() / ("t" + std::to_string(n++) + ".vram");
+    return std::make_unique<tracing_resource>(std::move(up), std::make_unique<trace_recorder>(path.string()));
+  }
+  throw usage_error("conformance: no decorator " + decorator);
+}
+
+/// The rmm pool under any decorators, or null.
+const rmm_pool_resource* as_rmm(const memory_resource* r) {
+  while (const auto* a = dynamic_cast<const resource_adaptor*>(r)) r = &a->upstream();
+  return dynamic_cast<const rmm_pool_resource*>(r);
 }
 
 sim_device_options device_of(std::size_t capacity) {
@@ -109,7 +174,7 @@ bool overlap(device_ptr a, std::size_t a_bytes, device_ptr b, std::size_t b_byte
 
 class conformance : public ::testing::TestWithParam<std::string> {
  protected:
-  std::unique_ptr<memory_resource> make(sim_device& dev) const { return make_resource(GetParam(), dev); }
+  std::unique_ptr<memory_resource> make(sim_device& dev) const { return make_policy(GetParam(), dev); }
   policy_expectation expected() const { return expectation_for(GetParam()); }
 };
 
@@ -336,8 +401,8 @@ TEST_P(conformance, bad_frees_throw_usage_error_and_change_nothing) {
 void check_stream_ordering(const std::string& policy, reuse_rule rule, std::size_t bytes) {
   SCOPED_TRACE(policy + ", " + std::to_string(bytes) + " bytes");
   sim_device dev(device_of(4 * GiB));
-  auto r = make_resource(policy, dev);
-  const auto* rmm = dynamic_cast<const rmm_pool_resource*>(r.get());
+  auto r = make_policy(policy, dev);
+  const auto* rmm = as_rmm(r.get());
   const device_ptr p1 = r->allocate(bytes, 1);
   dev.hold(1);
   const event_id work = dev.event_create();
@@ -375,11 +440,12 @@ TEST_P(conformance, a_block_freed_on_a_busy_stream_is_not_handed_to_another_stre
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
+  if (const auto plus = s.find('+'); plus != std::string::npos) s = s.substr(plus + 1) + "_under_" + s.substr(0, plus);
   std::replace(s.begin(), s.end(), '-', '_');
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(every_policy, conformance, ::testing::ValuesIn(policy_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(every_policy, conformance, ::testing::ValuesIn(suite_names()), test_name);
 
 }  // namespace
 }  // namespace vram

@@ -1,6 +1,7 @@
 // The decorators over real resources on a simulated device: what each counts, refuses or writes, worked out
 // by hand, and that each keeps the resource contract (allocate(0), bad frees, out-of-memory messages).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>

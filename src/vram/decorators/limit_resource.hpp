@@ -16,6 +16,8 @@ class limit_resource final : public resource_adaptor {
  public:
   limit_resource(memory_resource& upstream, std::size_t limit_bytes) noexcept
       : resource_adaptor(upstream), limit_(limit_bytes) {}
+  limit_resource(std::unique_ptr<memory_resource> upstream, std::size_t limit_bytes) noexcept
+      : resource_adaptor(std::move(upstream)), limit_(limit_bytes) {}
 
   std::size_t limit() const noexcept { return limit_; }
   /// @brief Bytes live through this resource, each block's size rounded up to 512.

@@ -1,10 +1,11 @@
 #pragma once
 // The base of the decorators: a memory_resource that passes every call to an upstream resource, so that a
 // decorator overrides only what it adds. Decorators stack (a limit over statistics over vram's pool), each
-// holding a reference to the next: the upstream must outlive it. Names, figures and invariants are the
+// holding a reference to the next, which must outlive it, or owning it. Names, figures and invariants are the
 // upstream's; a decorator is not a policy of its own.
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,9 @@ class resource_adaptor : public memory_resource {
  public:
   explicit resource_adaptor(memory_resource& upstream) noexcept
       : memory_resource(upstream.upstream_device()), upstream_(upstream) {}
+  /// @brief Owns its upstream (a stack made in one expression: the registry's, a test's).
+  explicit resource_adaptor(std::unique_ptr<memory_resource> upstream) noexcept
+      : memory_resource(upstream->upstream_device()), owned_(std::move(upstream)), upstream_(*owned_) {}
 
   memory_resource& upstream() const noexcept { return upstream_; }
 
@@ -39,6 +43,7 @@ class resource_adaptor : public memory_resource {
   }
 
  private:
+  std::unique_ptr<memory_resource> owned_;  // null when the upstream belongs to the caller
   memory_resource& upstream_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "vram/decorators/resource_adaptor.hpp"
 #include "vram/trace/trace_recorder.hpp"
@@ -18,6 +19,9 @@ class tracing_resource final : public resource_adaptor {
   /// @brief Records into @p recorder, which must outlive this resource.
   tracing_resource(memory_resource& upstream, trace_recorder& recorder) noexcept
       : resource_adaptor(upstream), recorder_(recorder) {}
+  /// @brief Owns both its upstream and its recorder.
+  tracing_resource(std::unique_ptr<memory_resource> upstream, std::unique_ptr<trace_recorder> recorder) noexcept
+      : resource_adaptor(std::move(upstream)), owned_(std::move(recorder)), recorder_(*owned_) {}
 
   trace_recorder& recorder() const noexcept { return recorder_; }
 
@@ -27,6 +31,7 @@ class tracing_resource final : public resource_adaptor {
 
  private:
   std::int64_t now_us() const noexcept;
+  std::unique_ptr<trace_recorder> owned_;  // null when the recorder belongs to the caller
   trace_recorder& recorder_;
 };
 
