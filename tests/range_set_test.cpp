@@ -1,6 +1,7 @@
 // The free lists' range_set: coalescing, best fit, and the queries the arena's placement uses, by hand.
 #include <gtest/gtest.h>
 
+#include "vram/core/error.hpp"
 #include "vram/pool/range_set.hpp"
 
 namespace vram::detail {
@@ -58,6 +59,25 @@ TEST(RangeSet, ForEachFitWalksFromTheSmallestThatHolds) {
     return seen.size() < 2;
   });
   EXPECT_EQ(seen, (std::vector<range>{{200, 20}, {300, 20}}));  // ties by address; stopped after two
+}
+
+}  // namespace
+}  // namespace vram::detail
+
+namespace vram::detail {
+namespace {
+
+TEST(RangeSet, AnOverlappingInsertIsCaughtInDebugBuilds) {
+#if defined(VRAM_DEBUG_VALIDATE) && VRAM_DEBUG_VALIDATE
+  range_set s;
+  s.insert(100, 50);                                        // [100, 150)
+  EXPECT_THROW(s.insert(140, 20), vram::invariant_error);   // overlaps it from the right
+  EXPECT_THROW(s.insert(90, 11), vram::invariant_error);    // overlaps it from the left
+  s.insert(150, 10);                                        // beside it: merges
+  EXPECT_EQ(s.total(), 60u);
+#else
+  GTEST_SKIP() << "VRAM_ASSERT is compiled in debug builds only";
+#endif
 }
 
 }  // namespace

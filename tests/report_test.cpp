@@ -73,6 +73,19 @@ TEST(Envelope, BucketsOfTimes) {
   EXPECT_EQ(wide.bucket_of(year / 2), 500000u);
 }
 
+TEST(Envelope, ATimeGoingBackIsCaughtInDebugBuilds) {
+#if defined(VRAM_DEBUG_VALIDATE) && VRAM_DEBUG_VALIDATE
+  envelope e(0, 100, 4);
+  e.add(60, 1);                                   // bucket 2
+  EXPECT_THROW(e.add(10, 2), invariant_error);    // bucket 0: before the last time added
+  EXPECT_THROW(e.add(101, 2), invariant_error);   // past t1
+  e.add(99, 3);                                   // forward again: fine
+  EXPECT_EQ(e.highs().back(), 3u);
+#else
+  GTEST_SKIP() << "VRAM_ASSERT is compiled in debug builds only";
+#endif
+}
+
 // ---- the state at a moment ---------------------------------------------------------------------------------
 
 TEST(MemoryMap, StripsLiveRangesAndFreePieces) {

@@ -2,6 +2,7 @@
 // release of cold handles, trim, and validate(). Growth, the placement of blocks that need memory mapped,
 // is in arena_placement.cpp; see arena.hpp for the policy.
 #include "vram/pool/arena.hpp"
+#include "vram/core/assert.hpp"
 
 #include <fmt/format.h>
 
@@ -203,6 +204,7 @@ void arena::unmap_view(std::uint32_t v) {
 // bytes the foreign list, and the handle becomes a spare.
 void arena::unmap_handle(std::uint32_t idx) {
   auto& h = handles_[idx];
+  VRAM_ASSERT(h.busy == 0, "arena::unmap_handle: a live block still touches the handle");
   reclaimable_.erase({h.bytes, idx});
   h.listed = false;
   cold_bytes_ -= h.bytes;
@@ -283,6 +285,7 @@ void arena::take_spare(std::uint32_t idx) {
 
 // pre: the handle is a spare and no longer in spare_.
 void arena::release_spare(std::uint32_t idx) {
+  VRAM_ASSERT(handles_[idx].in_use && handles_[idx].views.empty(), "arena::release_spare: the handle is mapped");
   device_->mem_release(handles_[idx].h);
   reserved_ -= handles_[idx].bytes;
   ++counters_.handles_released;

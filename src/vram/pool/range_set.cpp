@@ -1,5 +1,6 @@
 // Coalescing best-fit free ranges.
 #include "vram/pool/range_set.hpp"
+#include "vram/core/assert.hpp"
 
 #include <fmt/format.h>
 
@@ -39,6 +40,9 @@ void range_set::reset(std::map<device_ptr, std::size_t>::iterator it, device_ptr
 void range_set::insert(device_ptr addr, std::size_t size) {
   if (size == 0) return;
   auto next = by_addr_.lower_bound(addr);
+  VRAM_ASSERT(next == by_addr_.end() || addr + size <= next->first, "range_set::insert: overlaps the next range");
+  VRAM_ASSERT(next == by_addr_.begin() || std::prev(next)->first + std::prev(next)->second <= addr,
+              "range_set::insert: overlaps the previous range");
   const bool joins_next = next != by_addr_.end() && addr + size == next->first;
   if (next != by_addr_.begin()) {
     auto prev = std::prev(next);

@@ -1,4 +1,5 @@
 #include "vram/report/envelope.hpp"
+#include "vram/core/assert.hpp"
 
 #include <algorithm>
 
@@ -30,7 +31,9 @@ void envelope::fill_to(std::size_t b) {
 }
 
 void envelope::add(std::int64_t t, std::size_t value) {
+  VRAM_ASSERT(t >= t0_ && t <= t1_, "envelope::add: a time outside [t0, t1]");
   const std::size_t b = bucket_of(t);
+  VRAM_ASSERT(b + 1 >= filled_, "envelope::add: a time before the last one added");
   fill_to(b);
   low_[b] = std::min(low_[b], value);
   high_[b] = std::max(high_[b], value);
