@@ -1,8 +1,14 @@
 // The free lists' range_set: coalescing, best fit, and the queries the arena's placement uses, by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "vram/core/error.hpp"
-#include "vram/pool/range_set.hpp"
+#include "vram/core/range_set.hpp"
 
 namespace vram::detail {
 namespace {
@@ -78,6 +84,117 @@ TEST(RangeSet, AnOverlappingInsertIsCaughtInDebugBuilds) {
 #else
   GTEST_SKIP() << "VRAM_ASSERT is compiled in debug builds only";
 #endif
+}
+
+}  // namespace
+}  // namespace vram::detail
+
+// ---- against a reference ------------------------------------------------------------------------------------
+
+namespace vram::detail {
+namespace {
+
+/// The simplest model of a set of free ranges: one flag per 512-byte unit of a small address space. Best fit
+/// scans the maximal free runs for the smallest one that holds the block aligned (lowest address on ties).
+class reference_ranges {
+ public:
+  static constexpr std::size_t unit = 512;
+  explicit reference_ranges(std::size_t units) : free_(units, false) {}
+
+  void insert(device_ptr a, std::size_t n) { set(a, n, true); }
+  void erase(device_ptr a, std::size_t n) { set(a, n, false); }
+  std::size_t erase_within(device_ptr a, std::size_t n) {
+    std::size_t removed = 0;
+    for (std::size_t u = a / unit; u < (a + n) / unit && u < free_.size(); ++u) removed += free_[u] ? unit : 0;
+    set(a, n, false);
+    return removed;
+  }
+  /// The maximal free runs, by address: (start, bytes).
+  std::vector<std::pair<device_ptr, std::size_t>> runs() const {
+    std::vector<std::pair<device_ptr, std::size_t>> out;
+    for (std::size_t u = 0; u < free_.size();) {
+      if (!free_[u]) {
+        ++u;
+        continue;
+      }
+      std::size_t v = u;
+      while (v < free_.size() && free_[v]) ++v;
+      out.emplace_back(u * unit, (v - u) * unit);
+      u = v;
+    }
+    return out;
+  }
+  std::optional<device_ptr> best_fit(std::size_t n, std::size_t align) const {
+    std::optional<std::pair<std::size_t, device_ptr>> best;  // (run length, run start)
+    std::optional<device_ptr> at;
+    for (const auto& [start, len] : runs()) {
+      const device_ptr a = round_up(start, align);
+      if (a + n > start + len) continue;
+      if (!best || std::pair{len, start} < *best) best = std::pair{len, start}, at = a;
+    }
+    return at;
+  }
+  bool is_free(std::size_t u) const { return free_[u]; }
+  std::size_t units() const { return free_.size(); }
+
+ private:
+  void set(device_ptr a, std::size_t n, bool v) {
+    for (std::size_t u = a / unit; u < (a + n) / unit && u < free_.size(); ++u) free_[u] = v;
+  }
+  std::vector<bool> free_;
+};
+
+TEST(RangeSet, AgreesWithAReferenceOverARandomRun) {
+  constexpr std::size_t units = 256, unit = reference_ranges::unit;
+  for (const std::uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    auto pick = [&rng](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
+    range_set set;
+    reference_ranges ref(units);
+    for (int step = 0; step < 4000; ++step) {
+      const std::size_t op = pick(0, 3);
+      if (op == 0) {  // insert a run of taken units, as far as it stays taken
+        const std::size_t u = pick(0, units - 1);
+        if (ref.is_free(u)) continue;
+        std::size_t v = u;
+        const std::size_t most = pick(1, 16);
+        while (v < units && v - u < most && !ref.is_free(v)) ++v;
+        set.insert(u * unit, (v - u) * unit);
+        ref.insert(u * unit, (v - u) * unit);
+      } else if (op == 1) {  // take a best fit
+        const std::size_t n = pick(1, 12) * unit;
+        const std::size_t align = std::size_t{512} << pick(0, 3);
+        const auto want = ref.best_fit(n, align);
+        ASSERT_EQ(set.find_best_fit(n, align), want) << "find_best_fit(" << n << ", " << align << ")";
+        const auto got = set.take_best_fit(n, align);
+        ASSERT_EQ(got, want) << "take_best_fit(" << n << ", " << align << ")";
+        if (got) ref.erase(*got, n);
+      } else if (op == 2) {  // erase part of one free run
+        const auto runs = ref.runs();
+        if (runs.empty()) continue;
+        const auto [start, len] = runs[pick(0, runs.size() - 1)];
+        const std::size_t off = pick(0, len / unit - 1) * unit, n = pick(1, (len - off) / unit) * unit;
+        set.erase(start + off, n);
+        ref.erase(start + off, n);
+      } else {  // erase whatever lies in a window
+        const std::size_t u = pick(0, units - 1), n = pick(1, 24);
+        ASSERT_EQ(set.erase_within(u * unit, n * unit), ref.erase_within(u * unit, n * unit));
+      }
+      const auto runs = ref.runs();
+      using run_list = std::vector<std::pair<device_ptr, std::size_t>>;
+      ASSERT_EQ(run_list(set.ranges().begin(), set.ranges().end()), runs);
+      std::size_t total = 0, largest = 0;
+      for (const auto& [s, n] : runs) total += n, largest = std::max(largest, n);
+      ASSERT_EQ(set.total(), total);
+      ASSERT_EQ(set.largest(), largest);
+      ASSERT_EQ(set.count(), runs.size());
+      const std::size_t probe = pick(0, units - 1);
+      ASSERT_EQ(set.overlaps(probe * unit, unit), ref.is_free(probe));
+      ASSERT_EQ(set.containing(probe * unit).has_value(), ref.is_free(probe));
+      set.validate();
+    }
+  }
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "vram/core/error.hpp"
+#include "vram/core/range_set.hpp"
 
 namespace vram {
 namespace detail {
@@ -44,60 +45,21 @@ inline constexpr device_ptr legacy_lo = device_ptr{1} << 40;
 inline constexpr device_ptr vmm_lo = device_ptr{1} << 46;
 inline constexpr device_ptr vmm_hi = device_ptr{1} << 48;
 
-/// @brief Free address ranges of one region: best fit with alignment, merged with neighbours on give().
+/// @brief Free address ranges of one region: best fit with alignment (the smallest range that holds the
+/// block aligned, lowest address on ties), merged with neighbours when given back.
 class address_ranges {
  public:
-  address_ranges(device_ptr lo, device_ptr hi, std::pmr::memory_resource* mr) : by_addr_(mr), by_size_(mr) {
-    insert(lo, hi - lo);
-  }
+  address_ranges(device_ptr lo, device_ptr hi) { free_.insert(lo, hi - lo); }
 
   /// @brief A free range of @p bytes aligned to @p align, or 0 when none is left. pre: align a power of two.
-  device_ptr take(std::size_t bytes, std::size_t align) {
-    for (auto it = by_size_.lower_bound({bytes, 0}); it != by_size_.end(); ++it) {
-      const auto [size, base] = *it;
-      const device_ptr start = round_up(base, align);
-      if (start - base > size - bytes) continue;  // size >= bytes here, so no wrap
-      by_size_.erase(it);
-      by_addr_.erase(base);
-      if (start > base) insert(base, start - base);
-      if (start + bytes < base + size) insert(start + bytes, base + size - (start + bytes));
-      return start;
-    }
-    return 0;
-  }
-
+  device_ptr take(std::size_t bytes, std::size_t align) { return free_.take_best_fit(bytes, align).value_or(0); }
   /// @brief Returns a range. pre: it was taken with take() and not given back since.
-  void give(device_ptr base, std::size_t bytes) {
-    auto next = by_addr_.lower_bound(base);
-    if (next != by_addr_.end() && next->first == base + bytes) {
-      bytes += next->second;
-      by_size_.erase({next->second, next->first});
-      next = by_addr_.erase(next);
-    }
-    if (next != by_addr_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == base) {
-        base = prev->first;
-        bytes += prev->second;
-        by_size_.erase({prev->second, prev->first});
-        by_addr_.erase(prev);
-      }
-    }
-    insert(base, bytes);
-  }
+  void give(device_ptr base, std::size_t bytes) { free_.insert(base, bytes); }
 
-  /// @brief The free ranges, by start.
-  const std::pmr::map<device_ptr, std::size_t>& ranges() const noexcept { return by_addr_; }
-  std::size_t size_index_entries() const noexcept { return by_size_.size(); }
+  const range_set& free() const noexcept { return free_; }
 
  private:
-  void insert(device_ptr base, std::size_t bytes) {
-    by_addr_.emplace(base, bytes);
-    by_size_.emplace(bytes, base);
-  }
-
-  std::pmr::map<device_ptr, std::size_t> by_addr_;
-  std::pmr::set<std::pair<std::size_t, device_ptr>> by_size_;
+  range_set free_;
 };
 
 /// @brief A 2 MiB page of legacy blocks of one rounded size.
@@ -171,8 +133,8 @@ std::string size_words(std::size_t bytes) {
 struct sim_device::impl {
   explicit impl(const sim_device_options& o)
       : offset(static_cast<device_ptr>(o.index) << 48),
-        legacy_space(offset + detail::legacy_lo, offset + detail::vmm_lo, &pool),
-        vmm_space(offset + detail::vmm_lo, offset + detail::vmm_hi, &pool),
+        legacy_space(offset + detail::legacy_lo, offset + detail::vmm_lo),
+        vmm_space(offset + detail::vmm_lo, offset + detail::vmm_hi),
         legacy(&pool),
         reservations(&pool),
         mappings(&pool),
@@ -407,20 +369,17 @@ namespace detail {
 
 // The free ranges are ordered, merged, inside [lo, hi), indexed by size; returns their total.
 std::size_t check_ranges(const address_ranges& space, std::string_view name, device_ptr lo, device_ptr hi) {
-  std::size_t total = 0;
-  device_ptr end = 0;
-  for (const auto& [base, bytes] : space.ranges()) {
-    if (bytes == 0 || base < lo || base > hi || bytes > hi - base) {
-      broken(fmt::format("{} free range [{}, +{}) is empty or outside the region", name, hex(base), bytes));
-    }
-    if (end != 0 && base <= end) {
-      broken(fmt::format("{} free range at {} overlaps or touches the one ending at {}", name, hex(base), hex(end)));
-    }
-    end = base + bytes;
-    total += bytes;
+  try {
+    space.free().validate();
+  } catch (const invariant_error& e) {
+    broken(fmt::format("{} free ranges: {}", name, e.what()));
   }
-  if (space.size_index_entries() != space.ranges().size()) broken(fmt::format("{} size index out of step", name));
-  return total;
+  for (const auto& [base, bytes] : space.free().ranges()) {
+    if (base < lo || base > hi || bytes > hi - base) {
+      broken(fmt::format("{} free range [{}, +{}) is outside the region", name, hex(base), bytes));
+    }
+  }
+  return space.free().total();
 }
 
 }  // namespace detail

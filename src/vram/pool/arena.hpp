@@ -57,7 +57,7 @@
 #include <vector>
 
 #include "vram/core/types.hpp"
-#include "vram/pool/range_set.hpp"
+#include "vram/core/range_set.hpp"
 #include "vram/resource/memory_resource.hpp"
 
 namespace vram {

@@ -1,6 +1,7 @@
 #pragma once
 // A set of disjoint free address ranges, coalesced, with best-fit search: the free list of vram's pool
-// (mapped free memory) and of its address space (unmapped granules). Two indexes over the same ranges:
+// (mapped free memory) and of its address space (unmapped granules), and the simulated device's free
+// address ranges (legacy blocks and reservations). Two indexes over the same ranges:
 // by address (to coalesce and to carve) and by (size, address) (to find the smallest range that fits,
 // lowest address first, which keeps live data packed low). O(log n) per operation.
 

@@ -1,5 +1,5 @@
 // Coalescing best-fit free ranges.
-#include "vram/pool/range_set.hpp"
+#include "vram/core/range_set.hpp"
 #include "vram/core/assert.hpp"
 
 #include <fmt/format.h>
