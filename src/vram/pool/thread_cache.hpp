@@ -2,9 +2,8 @@
 // A thread's cache of blocks it freed, for the pool's hot path: a cached alloc + free touches only this
 // cache and one slot of the block table, never the pool's lock, and makes no atomic read-modify-write.
 // Blocks up to 256 KiB are kept in bins by rounded size (8 a bin, at most 4 MiB of such blocks by default);
-// larger ones, with no byte limit, in a
-// short list matched by exact size. Each entry remembers the stream it was freed on, and is handed out again
-// only on that stream (stream order).
+// larger ones, with no byte limit, in eight slots matched by exact size. Each entry remembers the stream it
+// was freed on, and is handed out again only on that stream (stream order).
 // Only the owner thread touches the cache, between enter() and leave(). When the pool's lock holder needs
 // every thread to stand still (to flush caches, or to grow the block table) it raises the pool's `stop` flag,
 // issues a heavy fence and waits until no cache is entered (wait_idle()); an owner that finds `stop` raised
