@@ -203,6 +203,35 @@ TEST(Cli, AReplayWithFailedAllocationsSaysWhereAndExits3) {
   EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("first failure")));
 }
 
+TEST(Cli, ReportWritesOnePageAndSaysTheFailureInWords) {
+  // As above: under cuda-direct on a 4 MiB device, B (event 2) fails with nothing free; the page is written
+  // all the same (exit 0: the page is about the failure).
+  const auto path = write_file("small.csv", small_trace);
+  const std::string page = (test_dir() / "report.html").string();
+  outcome o = run("report " + path + " --policy cuda-direct --device sim:4MiB --no-fit --no-curve -o " + page);
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("wrote " + page));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("small: At 0.000 s a "));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("request failed under cuda-direct"));
+  ASSERT_TRUE(std::filesystem::exists(page));
+  std::ifstream in(page);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(html, ::testing::HasSubstr("<script type=\"application/json\" id=\"vram-data\">"));
+  // --json prints the page's data.
+  o = run("report " + path + " --policy cuda-direct --device sim:4MiB --no-fit --no-curve --json -o " + page);
+  EXPECT_EQ(o.code, 0);
+  EXPECT_THAT(o.out, ::testing::HasSubstr("\"failures\""));
+  // Said before any replay: a folder that cannot take the page, a GPU device, an unreadable trace.
+  o = run("report " + path + " -o /nonexistent-vram-dir/r.html");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_THAT(o.out, ::testing::HasSubstr("cannot create"));
+  o = run("report " + path + " --device cuda -o " + page);
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.out, ::testing::HasSubstr("simulated device"));
+  o = run("report " + (test_dir() / "missing.csv").string() + " -o " + page);
+  EXPECT_EQ(o.code, 1);
+}
+
 TEST(Cli, FitFindsTheSmallestDevice) {
   const auto path = write_file("small.csv", small_trace);
   // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.
