@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "vram/core/error.hpp"
 #include "vram/replay/replay.hpp"
@@ -151,9 +152,25 @@ TEST(soak, six_hours_of_inference_for_every_policy) {
       if (r.policy == name) return r;
     throw std::logic_error("no result for " + std::string(name));
   };
-  // Found (seed 1, 6 hours): the traffic peaks at 46,002,033,152 live bytes 0.21 h in, inside the first sixth,
-  // so no later window needs more memory for live data than the first did.
-  EXPECT_EQ(report.peak_live_bytes, 46'002'033'152u);
+  // The traffic's own peak, worked out here from the trace by a second route (a running sum of its rows, not
+  // a replay), and where it falls: in the first sixth, so no later window needs more memory for live data
+  // than the first did.
+  const trace t = make_inference_workload({.seed = 1, .hours = 6.0});
+  std::size_t live = 0, peak = 0;
+  std::int64_t peak_at = 0;
+  std::map<std::uint64_t, std::size_t> sizes;
+  for (const auto& e : t.events) {
+    if (e.action == trace_action::alloc) {
+      sizes[e.addr] = e.size;
+      live += e.size;
+    } else if (e.action == trace_action::free_requested) {
+      live -= sizes.at(e.addr);
+      sizes.erase(e.addr);
+    }
+    if (live > peak) peak = live, peak_at = e.time_us - t.events.front().time_us;
+  }
+  EXPECT_EQ(report.peak_live_bytes, peak);
+  ASSERT_LT(static_cast<double>(peak_at), 6.0 * 3600e6 / 6);
   EXPECT_EQ(find("cuda-direct").window_peak_live_bytes.front(), report.peak_live_bytes);
 
   // vram never fails. Its creep is above 1 only if it grew after the first sixth: with the live peak in the
@@ -169,13 +186,22 @@ TEST(soak, six_hours_of_inference_for_every_policy) {
   EXPECT_GE(pool.creep, pool.live_creep / 1.05);
   EXPECT_LE(pool.creep, 1.01);
 
-  // torch-native, as found: one failed allocation, at 756.000033 s of simulated time, with 1.16% of the device
-  // free after it had emptied its cache and retried; it serves the rest of the six hours without another.
+  // torch-native fails on a device this tight (fragmentation: its segments are cudaMalloc'd whole). What must
+  // hold of its first failure: it is an allocation of the trace, at its time, and the device had too little
+  // free then for it, even rounded down to whole 2 MiB pages, after torch had emptied its cache and retried.
   const soak_policy_result& torch = find("torch-native");
-  EXPECT_EQ(torch.failed_allocations, 1u);
+  EXPECT_GE(torch.failed_allocations, 1u);
   ASSERT_TRUE(torch.first_failure_hours.has_value());
-  EXPECT_NEAR(*torch.first_failure_hours * 3600.0, 756.000033, 1e-6);
-  EXPECT_NEAR(*torch.free_share_at_first_failure, 0.0116355, 1e-6);
+  const double failed_at_us = *torch.first_failure_hours * 3.6e9;
+  bool row = false;
+  for (const auto& e : t.events) {
+    if (e.action != trace_action::alloc) continue;
+    const double at = static_cast<double>(e.time_us - t.events.front().time_us);
+    if (std::abs(at - failed_at_us) > 1.0) continue;  // the same microsecond
+    const double free_bytes = *torch.free_share_at_first_failure * static_cast<double>(report.device_bytes);
+    row = row || free_bytes < static_cast<double>(e.size);
+  }
+  EXPECT_TRUE(row) << "no allocation of the trace at " << failed_at_us << " us outgrew the device's free memory";
 
   // Without a cache, reserved follows live: cuda-direct's and cub-bins' creep is the traffic's (live creep).
   EXPECT_NEAR(find("cuda-direct").creep, find("cuda-direct").live_creep, 0.01);
