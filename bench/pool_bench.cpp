@@ -8,25 +8,25 @@
 #include <cstdint>
 #include <memory>
 
-#include "vram/bench/bench_suite.hpp"
-#include "vram/bench/host_targets.hpp"
+#include "vram/measure/bench_suite.hpp"
+#include "vram/measure/host_targets.hpp"
 #include "vram/core/types.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/pool/pool_resource.hpp"
 
 namespace {
 
-using vram::bench::bench_target;
+using vram::measure::bench_target;
 
 bench_target& vram_target() {
   static vram::sim_device dev;
-  static std::unique_ptr<bench_target> target = vram::bench::make_resource_target(
-      "vram", std::make_unique<vram::pool_resource>(dev), vram::bench::sharing::concurrent);
+  static std::unique_ptr<bench_target> target = vram::measure::make_resource_target(
+      "vram", std::make_unique<vram::pool_resource>(dev), vram::measure::sharing::concurrent);
   return *target;
 }
 
 bench_target& glibc_target() {
-  static std::unique_ptr<bench_target> target = vram::bench::make_glibc_target();
+  static std::unique_ptr<bench_target> target = vram::measure::make_glibc_target();
   return *target;
 }
 
@@ -37,7 +37,7 @@ void run_pairs(benchmark::State& state, bench_target& target) {
   for (auto _ : state) folded ^= worker->pairs(bytes, 1);
   benchmark::DoNotOptimize(folded);
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(vram::bench::size_label(bytes));
+  state.SetLabel(vram::measure::size_label(bytes));
 }
 
 void BM_vram_pair(benchmark::State& state) { run_pairs(state, vram_target()); }

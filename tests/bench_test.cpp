@@ -11,16 +11,16 @@
 #include <stdexcept>
 #include <thread>
 
-#include "vram/bench/bench_report.hpp"
-#include "vram/bench/bench_suite.hpp"
-#include "vram/bench/cuda_async_target.hpp"
-#include "vram/bench/host_targets.hpp"
-#include "vram/bench/measure.hpp"
+#include "vram/measure/bench_report.hpp"
+#include "vram/measure/bench_suite.hpp"
+#include "vram/measure/cuda_async_target.hpp"
+#include "vram/measure/host_targets.hpp"
+#include "vram/measure/measure.hpp"
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
 #include "vram/policies/registry.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 namespace {
 
 // ---- a fake allocator that counts ---------------------------------------------------------------------------
@@ -513,4 +513,4 @@ TEST(BenchReport, JsonKeysAndTable) {
 }
 
 }  // namespace
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -1,7 +1,7 @@
 // `vram bench [--device D] [--sizes LIST] [--threads LIST] [--seconds S] [--pairs N] [--repeat R] [--json]
 // [--json-file PATH]`: how fast
 // allocators allocate and free one cached block, from 1 and from several threads, side by side in one run
-// (src/vram/bench/bench_suite.hpp): on the simulated device vram's pool against glibc's malloc; on a GPU
+// (src/vram/measure/bench_suite.hpp): on the simulated device vram's pool against glibc's malloc; on a GPU
 // cudaMalloc, cudaMallocAsync, vram's pool and the torch-native emulation. A table for people or --json;
 // a progress line on standard error when it is a terminal. --json-file also writes the JSON object to a file,
 // so one run gives both.
@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vram/bench/bench_report.hpp"
-#include "vram/bench/bench_suite.hpp"
+#include "vram/measure/bench_report.hpp"
+#include "vram/measure/bench_suite.hpp"
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/core/error.hpp"
@@ -57,9 +57,9 @@ std::string command_line(const bench_args& a) {
 }
 
 void run_bench_command(const bench_args& a) {
-  bench::bench_options o;
-  if (!a.sizes.empty()) o.sizes = bench::parse_size_list(a.sizes);
-  if (!a.threads.empty()) o.threads = bench::parse_thread_list(a.threads);
+  measure::bench_options o;
+  if (!a.sizes.empty()) o.sizes = measure::parse_size_list(a.sizes);
+  if (!a.threads.empty()) o.threads = measure::parse_thread_list(a.threads);
   o.seconds = a.seconds;
   o.pairs = a.pairs;
   o.repeat = a.repeat;
@@ -72,10 +72,10 @@ void run_bench_command(const bench_args& a) {
 
   const device_choice choice = open_device(parse_device_spec(a.device));
   if (!choice.note.empty()) std::cerr << choice.note << '\n';
-  const bench::bench_plan plan = bench::plan_for(*choice.dev, o);
+  const measure::bench_plan plan = measure::plan_for(*choice.dev, o);
 
   progress_line progress;
-  bench::bench_result r = bench::run_bench(*choice.dev, plan, [&](std::size_t done, std::size_t total, const std::string& cell) {
+  measure::bench_result r = measure::run_bench(*choice.dev, plan, [&](std::size_t done, std::size_t total, const std::string& cell) {
     progress.show(fmt::format("bench: cell {}/{}: {}", done + 1, total, cell));
   });
   progress.clear();
@@ -83,14 +83,14 @@ void run_bench_command(const bench_args& a) {
   if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
 
   if (json_out.is_open()) {
-    json_out << bench::to_json(r).dump(2) << '\n';
+    json_out << measure::to_json(r).dump(2) << '\n';
     json_out.close();
     if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
   }
   if (a.json) {
-    std::cout << bench::to_json(r).dump(2) << '\n';
+    std::cout << measure::to_json(r).dump(2) << '\n';
   } else {
-    std::cout << bench::format_table(r);
+    std::cout << measure::format_table(r);
   }
 }
 

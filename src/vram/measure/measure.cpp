@@ -5,7 +5,7 @@
 //  - A thread that fails still arrives at the barrier, then stops: no thread waits forever for it.
 //  - Batches double from 1 while one takes < 20 us, and never run past the count: slow allocators (a 1 GiB
 //    cudaMalloc) read the clock after every pair, fast ones every few thousand.
-#include "vram/bench/measure.hpp"
+#include "vram/measure/measure.hpp"
 
 #include <atomic>
 #include <barrier>
@@ -20,7 +20,7 @@
 
 #include "vram/core/error.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 namespace {
 
@@ -154,4 +154,4 @@ cell_result measure_cell(bench_target& target, const cell_options& o) {
   return result;
 }
 
-}  // namespace vram::bench
+}  // namespace vram::measure

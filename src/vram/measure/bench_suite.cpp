@@ -6,7 +6,7 @@
 //    else (a bug) stops the run.
 //  - Ratios and scaling are derived after all cells ran, from the rows alone (derive_ratios), so a row's
 //    figures and the table and JSON made from them never disagree.
-#include "vram/bench/bench_suite.hpp"
+#include "vram/measure/bench_suite.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -17,16 +17,16 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "vram/bench/cuda_async_target.hpp"
-#include "vram/bench/host_targets.hpp"
-#include "vram/bench/measure.hpp"
+#include "vram/measure/cuda_async_target.hpp"
+#include "vram/measure/host_targets.hpp"
+#include "vram/measure/measure.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device.hpp"
 #include "vram/pool/pool_resource.hpp"
 #include "vram/policies/registry.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 namespace {
 
@@ -316,4 +316,4 @@ bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& p
   return r;
 }
 
-}  // namespace vram::bench
+}  // namespace vram::measure

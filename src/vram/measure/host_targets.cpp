@@ -4,7 +4,7 @@
 //  - A failed allocation throws (out_of_memory), so a cell that cannot run says why instead of timing nulls.
 //  - A resource that is not thread-safe is put under a thread_safe_resource (one mutex, taken once per call);
 //    the pair is not made atomic.
-#include "vram/bench/host_targets.hpp"
+#include "vram/measure/host_targets.hpp"
 
 #include <cstdlib>
 #include <utility>
@@ -17,7 +17,7 @@
 #include "vram/device/device.hpp"
 #include "vram/resource/memory_resource.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::unique_ptr<bench_target> make_legacy_target(std::string name, device& dev) 
   return std::make_unique<legacy_target>(std::move(name), dev);
 }
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace vram::bench {
+namespace vram::measure {
 
 /// @brief One thread's handle on an allocator under test. Used by one thread only.
 class bench_worker {
@@ -57,4 +57,4 @@ inline void keep(std::uint64_t v) noexcept {
 
 }  // namespace detail
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -8,7 +8,7 @@
 //  - A worker synchronizes its stream before destroying it: the frees it queued have completed before the
 //    pool is trimmed.
 //  - Empty where cuda.h was not found at build time: make_cuda_async_target then says so.
-#include "vram/bench/cuda_async_target.hpp"
+#include "vram/measure/cuda_async_target.hpp"
 
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@
 #include "vram/device/cuda_device.hpp"
 #include "vram/device/cuda_driver.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 #if VRAM_HAVE_CUDA_H
 
@@ -54,7 +54,7 @@ class cuda_async_worker final : public bench_worker {
         throw out_of_memory(fmt::format("cuMemAllocAsync({}) failed: out of memory", format_bytes(bytes)));
       }
       if (r != CUDA_SUCCESS) check(api_, r, fmt::format("cuMemAllocAsync({} bytes)", bytes));
-      vram::bench::detail::keep(p);
+      vram::measure::detail::keep(p);
       folded ^= p;
       if (const CUresult f = api_.mem_free_async(p, stream_); f != CUDA_SUCCESS) {
         check(api_, f, fmt::format("cuMemFreeAsync(0x{:x})", p));
@@ -132,4 +132,4 @@ std::unique_ptr<bench_target> make_cuda_async_target(device& dev) {
 
 #endif
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -10,13 +10,13 @@
 
 #include <memory>
 
-#include "vram/bench/bench_target.hpp"
+#include "vram/measure/bench_target.hpp"
 
 namespace vram {
 class device;
 }
 
-namespace vram::bench {
+namespace vram::measure {
 
 /// @brief "cudaMallocAsync" over @p dev, which must be a cuda_device and outlive the target. Setting up
 /// reads the pool's release threshold and sets it to the maximum; the target puts it back, after trimming
@@ -25,4 +25,4 @@ namespace vram::bench {
 /// driver call fails.
 std::unique_ptr<bench_target> make_cuda_async_target(device& dev);
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -3,13 +3,13 @@
 //  - NaN (a failed cell, a missing divisor) is null in JSON and "-" in the table.
 //  - The table prints the rows in run order (size, then threads, then allocator), so the allocators of one
 //    cell sit together and the ratio column reads down a cell.
-#include "vram/bench/bench_report.hpp"
+#include "vram/measure/bench_report.hpp"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace vram::bench {
+namespace vram::measure {
 
 namespace {
 
@@ -105,4 +105,4 @@ std::string format_table(const bench_result& r) {
   return out;
 }
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vram/bench/bench_suite.hpp"
+#include "vram/measure/bench_suite.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 /// @brief The result as JSON (the layout above).
 nlohmann::json to_json(const bench_result& r);
@@ -25,4 +25,4 @@ std::string format_table(const bench_result& r);
 /// @brief "1.23 G", "45.6 M", "789 k", "12.3": three significant figures with a metric prefix.
 std::string rate_label(double per_second);
 
-}  // namespace vram::bench
+}  // namespace vram::measure

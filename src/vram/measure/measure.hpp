@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "vram/bench/bench_target.hpp"
+#include "vram/measure/bench_target.hpp"
 
-namespace vram::bench {
+namespace vram::measure {
 
 struct cell_options {
   std::size_t bytes = 512;
@@ -63,4 +63,4 @@ struct cell_result {
 /// pre: o.bytes > 0, o.threads > 0, o.seconds > 0.
 cell_result measure_cell(bench_target& target, const cell_options& o);
 
-}  // namespace vram::bench
+}  // namespace vram::measure

@@ -6,14 +6,14 @@
 #include <memory>
 #include <string>
 
-#include "vram/bench/bench_target.hpp"
+#include "vram/measure/bench_target.hpp"
 
 namespace vram {
 class device;
 class memory_resource;
 }  // namespace vram
 
-namespace vram::bench {
+namespace vram::measure {
 
 /// @brief malloc and free of the C library; the blocks are never touched.
 std::unique_ptr<bench_target> make_glibc_target();
@@ -33,4 +33,4 @@ std::unique_ptr<bench_target> make_resource_target(std::string name, std::unique
 /// @p dev must outlive the target.
 std::unique_ptr<bench_target> make_legacy_target(std::string name, device& dev);
 
-}  // namespace vram::bench
+}  // namespace vram::measure

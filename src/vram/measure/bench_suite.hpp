@@ -20,13 +20,13 @@
 #include <string_view>
 #include <vector>
 
-#include "vram/bench/bench_target.hpp"
+#include "vram/measure/bench_target.hpp"
 
 namespace vram {
 class device;
 }
 
-namespace vram::bench {
+namespace vram::measure {
 
 /// @brief What the command line asks for; empty lists take the device's defaults.
 struct bench_options {
@@ -135,4 +135,4 @@ bench_result run_bench(device& dev, const bench_plan& plan, const progress_fn& p
 /// @brief "512 B", "4 KiB", "64 MiB", "1 GiB": exact sizes in the largest unit that divides them.
 std::string size_label(std::size_t bytes);
 
-}  // namespace vram::bench
+}  // namespace vram::measure
