@@ -53,7 +53,7 @@ std::size_t arena::handle_cap() const noexcept {
   // 1/16 of what is left of it (when lean, of what is left under the reserve bound): with room, handles are
   // large, and as memory runs out they shrink to the granule, so memory can be moved where it is wanted.
   const std::size_t cap_total = capacity();
-  const std::size_t bound = lean_ ? lean_bound(0) : cap_total;
+  const std::size_t bound = lean() ? lean_bound(0) : cap_total;
   const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
   std::size_t cap = std::min({options_.max_handle_bytes, cap_total / 1024, left / 16});
   // Outside a burst of growth, handles are small: a handle that outlives the block it was made for keeps all

@@ -246,7 +246,7 @@ class arena {
   void judge_tightness(std::size_t size);
   std::size_t pinned_by(device_ptr p, std::size_t size) const;
   plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
-  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool generous,
+  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool by_pinning,
                    const piece_index* pieces = nullptr) const;
   piece_index every_piece() const;
   void take(const plan& p, std::size_t size);
@@ -312,9 +312,15 @@ class arena {
   };
   std::vector<deferred_unmap> deferred_;  // views unmapped in the books, their fences pending
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
-  bool tight_ = false;          // the device (or the limit) has no room left for tight_budgets cache budgets
-  bool full_ = false;           // tight, and no room left for the cache budget itself
-  bool lean_ = false;           // tight, or reserved memory near reserve_ratio x the peak in use
+  /// How near the arena is to its bounds, each stage including the ones before it (judge_tightness):
+  ///  - lean: the cache budget no longer fits under reserve_ratio x the peak in use;
+  ///  - tight: the device (or the limit) has no room left for tight_budgets cache budgets;
+  ///  - full: it has no room left for the cache budget itself.
+  enum class pressure : std::uint8_t { roomy, lean, tight, full };
+  pressure pressure_ = pressure::roomy;
+  bool lean() const noexcept { return pressure_ >= pressure::lean; }
+  bool tight() const noexcept { return pressure_ >= pressure::tight; }
+  bool full() const noexcept { return pressure_ == pressure::full; }
   bool pieces_kept_ = false;    // whether the zones' piece indexes are current
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
   std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window

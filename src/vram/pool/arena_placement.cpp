@@ -13,12 +13,12 @@
 //      - use a suffix or prefix *elsewhere* (an alias): that handle is mapped once more beside the block's
 //        new handles, so that its free end falls at the block's first (or last) bytes. The bytes move from the
 //        old view to the new one (foreign at the old), so each byte is still reachable from one free list.
-// Two orders. While the device has room for tight_budgets (3) cache budgets the arena is *thrifty*: it takes
-// the best-fitting range of mapped free memory whenever one holds the block, and grows at the top of the zone
-// otherwise, as few driver calls as it can. Once the device (or the limit) leaves less than that, memory is
-// what will run out, and the arena turns *generous*: it places by the least pinning anywhere (mapped ranges
-// at either end, holes, aliases), and pays driver calls for it, so that the layout is packed before the
-// device's end is met. Until less than one budget is left, though, a block that fits mapped memory takes it
+// Two orders. While the device has room for tight_budgets (3) cache budgets (the arena is roomy or lean) it
+// takes the best-fitting range of mapped free memory whenever one holds the block, and grows at the top of the
+// zone otherwise (a lean arena also into holes), as few driver calls as it can. Once the device (or the limit)
+// leaves less than that (*tight*), memory is what will run out: the arena places by the least pinning anywhere
+// (mapped ranges at either end, holes, aliases), and pays driver calls for it, so that the layout is packed
+// before the device's end is met. Until less than one budget is left, though, a block that fits mapped memory takes it
 // even where it pins a cold handle: growth would create memory beside the cold handle, not recycle it.
 #include <fmt/format.h>
 
@@ -55,8 +55,8 @@ struct arena::plan {
   piece head, tail;       // aliases: the block's first head_use bytes / last tail_use bytes
   std::size_t head_use = 0, tail_use = 0;
 
-  auto key(bool generous) const {
-    return generous ? std::make_tuple(pinned, std::size_t{grows}, calls, leftover, block)
+  auto key(bool by_pinning) const {
+    return by_pinning ? std::make_tuple(pinned, std::size_t{grows}, calls, leftover, block)
                     : std::make_tuple(std::size_t{grows}, pinned, calls, leftover, block);
   }
 };
@@ -83,11 +83,12 @@ void arena::judge_tightness(std::size_t s) {
     return static_cast<double>(left) <
            budgets * options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
   };
-  tight_ = no_room_under(capacity(), std::max(options_.tight_budgets, 1.0));
-  full_ = tight_ && no_room_under(capacity(), 1.0);
-  lean_ = tight_ || no_room_under(lean_bound(s), 1.0);
+  if (no_room_under(capacity(), std::max(options_.tight_budgets, 1.0)))
+    pressure_ = no_room_under(capacity(), 1.0) ? pressure::full : pressure::tight;
+  else
+    pressure_ = no_room_under(lean_bound(s), 1.0) ? pressure::lean : pressure::roomy;
   constexpr std::size_t roomy_requests_before_dropping_pieces = 1024;
-  if (tight_) {
+  if (tight()) {
     roomy_judgements_ = 0;
     if (options_.aliasing) keep_pieces(true);
   } else if (pieces_kept_ && ++roomy_judgements_ >= roomy_requests_before_dropping_pieces) {
@@ -127,26 +128,26 @@ arena::plan arena::best_mapped(std::size_t s, std::size_t align, std::size_t zi)
   plan best;
   std::size_t looked = 0;
   constexpr std::size_t ranges_considered = 8;
-  const bool full = tight_;
+  const bool by_pinning = tight();  // a tight arena weighs what a block pins, at either end of a range
   z.free.for_each_fit(s, [&](device_ptr start, std::size_t len) {
     const device_ptr ends[2] = {round_up(start, align), (start + len - s) / align * align};
-    for (std::size_t e = 0; e < (full ? 2u : 1u); ++e) {
+    for (std::size_t e = 0; e < (by_pinning ? 2u : 1u); ++e) {
       const device_ptr at = ends[e];
       if (at < start || at + s > start + len) continue;
       plan p;
       p.valid = true;
       p.block = at;
-      p.pinned = full ? pinned_by(at, s) : 0;  // a thrifty arena takes the best fit whatever it pins
+      p.pinned = by_pinning ? pinned_by(at, s) : 0;  // short of tight, the best fit whatever it pins
       p.leftover = len - s;
       if (!best.valid || p.key(true) < best.key(true)) best = p;
     }
-    return full && best.pinned > 0 && ++looked < ranges_considered;
+    return by_pinning && best.pinned > 0 && ++looked < ranges_considered;
   });
   return best;
 }
 
 // Growth candidates: the least pinning among the top, the holes, and (with aliases) pieces elsewhere.
-arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi, bool generous,
+arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi, bool by_pinning,
                                const piece_index* pieces) const {
   const piece_index& px = pieces != nullptr ? *pieces : pieces_;
   const zone& z = zones_[zi];
@@ -163,7 +164,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
     p.pinned = p.need + (p.fresh ? 0 : pinned_by(p.block, s));
     if (p.head_use > 0 && handles_[p.head.handle].busy == 0) p.pinned += p.head.handle_bytes;
     if (p.tail_use > 0 && handles_[p.tail.handle].busy == 0) p.pinned += p.tail.handle_bytes;
-    if (!best.valid || p.key(generous) < best.key(generous)) best = p;
+    if (!best.valid || p.key(by_pinning) < best.key(by_pinning)) best = p;
   };
   // The free range ending at a gap's start, and the one starting at its end (lengths 0 when none).
   auto left_of = [&](device_ptr u0) -> std::pair<device_ptr, std::size_t> {
@@ -193,7 +194,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   // may hold more than one granule of the block).
   auto candidates = [&](const by_len_t& by_len, std::size_t n, bool suffix, std::size_t k) {
     std::vector<piece> out;
-    if (!options_.aliasing || !tight_) return out;
+    if (!options_.aliasing || !tight()) return out;
     for (auto it = by_len.lower_bound({n, 0}); it != by_len.end() && out.size() < k; ++it)
       out.push_back(suffix ? suffix_piece(*it) : prefix_piece(*it));
     std::size_t big = 0;
@@ -210,7 +211,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   std::vector<std::pair<device_ptr, std::size_t>> gaps;
   if (frontier) gaps.push_back(*frontier);
   constexpr std::size_t gaps_considered = 32;
-  if (lean_) z.unmapped.for_each_fit(s > 4 * g ? s - 4 * g : g, [&](device_ptr u0, std::size_t gap) {
+  if (lean()) z.unmapped.for_each_fit(s > 4 * g ? s - 4 * g : g, [&](device_ptr u0, std::size_t gap) {
     if (!frontier || u0 != frontier->first) gaps.emplace_back(u0, gap);
     return gaps.size() < gaps_considered;
   });
@@ -314,7 +315,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + k granules (k fewer to map), as far
   // as the largest pieces reach (pieces of handles larger than a granule may hold more than one).
-  if (options_.aliasing && tight_ && !px.suffix_by_len.empty() && !px.prefix_by_len.empty()) {
+  if (options_.aliasing && tight() && !px.suffix_by_len.empty() && !px.prefix_by_len.empty()) {
     const std::size_t most_prefix = px.prefix_by_len.rbegin()->first;
     const std::size_t reach = std::min(s, px.suffix_by_len.rbegin()->first + most_prefix);
     for (std::size_t v = r; v <= reach; v += g) {
@@ -355,8 +356,8 @@ arena::piece_index arena::every_piece() const {
 device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size_t zi) {
   judge_tightness(size);
   const plan p = best_mapped(size, align, zi);
-  // A generous arena may rather grow than pin cold memory; allocate() decides that, with every candidate.
-  if (!p.valid || (p.pinned > 0 && tight_)) return 0;
+  // A tight arena may rather grow than pin cold memory; allocate() decides that, with every candidate.
+  if (!p.valid || (p.pinned > 0 && tight())) return 0;
   take(p, size);
   return p.block;
 }
@@ -378,12 +379,12 @@ void arena::note_pace(std::size_t s) {
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
   if (!deferred_.empty()) settle_unmaps(false);  // address ranges whose fences have completed become gaps
   judge_tightness(size);
-  const bool gen = tight_;
-  if (tight_ && !idle_views_.empty()) dissolve_idle_views();
+  const bool gen = tight();
+  if (tight() && !idle_views_.empty()) dissolve_idle_views();
   const plan m = best_mapped(size, align, zi);
   // Until the device is full, mapped memory that holds the block is taken even where it pins a cold handle:
   // growth there would create memory beside the cold handle rather than recycle it.
-  if (m.valid && (m.pinned == 0 || !gen || !full_)) {
+  if (m.valid && (m.pinned == 0 || !gen || !full())) {
     take(m, size);
     return m.block;
   }
@@ -412,7 +413,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
       plan again = best_growth(size, align, zi, true);
       refused = false;
       if (again.valid) block = carry_out(again, size, zi, true, true, refused);
-      if (block == 0 && options_.aliasing && tight_) {
+      if (block == 0 && options_.aliasing && tight()) {
         // The last try before failing: the free ends of every handle, not only those beside gaps, as aliases.
         const piece_index every = every_piece();
         const plan last = best_growth(size, align, zi, true, &every);
@@ -446,7 +447,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
 
 void arena::note_growth(const plan& p, device_ptr block, std::size_t size) {
   counters_.hole_growths += p.in_hole;
-  counters_.lean_growths += lean_ && !tight_;
+  counters_.lean_growths += pressure_ == pressure::lean;
   counters_.burst_growths += bursting_;
   counters_.aliased_growths += p.head_use > 0 || p.tail_use > 0;
   in_use_ += size;
@@ -472,8 +473,9 @@ bool arena::protects(const plan& p, std::size_t size, std::uint32_t idx) const {
 }
 
 // Recycling under the cache budget: unmap cold handles into spares, never one under the plan's own memory.
-// A thrifty arena takes the smallest that covers the rest (else the largest ones), whatever it leaves over;
-// a generous one only handles that fit in what is still wanted (stitching), and releases larger ones
+// Short of tight, the arena takes the smallest that covers the rest (else the largest ones), whatever it
+// leaves over; a tight one (or one recovering from a refusal) only handles that fit in what is still wanted
+// (stitching), and releases larger ones
 // rather than map them whole under a smaller block, so the growth can create handles of the right size.
 void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size_t size, bool gen) {
   const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
@@ -532,7 +534,7 @@ void arena::reclaim(std::size_t want, std::size_t room, const plan& p, std::size
 bool arena::acquire(const plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,
                     std::size_t& have) {
   // Spares first: they cost no creation. The smallest that covers the rest (if it has room), else the largest
-  // that does not; a generous arena takes only spares that fit in what is still wanted, as reclaim() does.
+  // that does not; a tight arena takes only spares that fit in what is still wanted, as reclaim() does.
   auto from_spares = [&] {
     while (have < p.need && !spare_.empty()) {
       const std::size_t rest = p.need - have;
