@@ -58,6 +58,12 @@ struct mapped_run {
   }
 };
 
+/// Reports the timed part per handle, in µs: COUNT handles an iteration.
+void per_handle(benchmark::State& state, std::size_t count) {
+  state.counters["us_per_handle"] = benchmark::Counter(
+      static_cast<double>(count) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void SetAccess(benchmark::State& state) {
   vram::device* dev = gpu();
   if (dev == nullptr) return state.SkipWithError("no GPU in use");
@@ -74,9 +80,7 @@ void SetAccess(benchmark::State& state) {
     state.SetIterationTime(seconds_since(t0));
     run.unmap();
   }
-  state.counters["us_per_handle"] = benchmark::Counter(static_cast<double>(count) * 1e-6,
-                                                       benchmark::Counter::kIsIterationInvariantRate |
-                                                           benchmark::Counter::kInvert);
+  per_handle(state, count);
 }
 
 void Unmap(benchmark::State& state) {
@@ -95,9 +99,7 @@ void Unmap(benchmark::State& state) {
     }
     state.SetIterationTime(seconds_since(t0));
   }
-  state.counters["us_per_handle"] = benchmark::Counter(static_cast<double>(count) * 1e-6,
-                                                       benchmark::Counter::kIsIterationInvariantRate |
-                                                           benchmark::Counter::kInvert);
+  per_handle(state, count);
 }
 
 void Map(benchmark::State& state) {
