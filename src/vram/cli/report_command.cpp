@@ -110,11 +110,10 @@ void add_report_command(CLI::App& app) {
   cmd->add_flag("--no-curve", a->no_curve, "Skip vram's trade-off curve over its settings");
   cmd->add_flag("--static", a->static_charts, "Static SVG charts even where the chart library is built in");
   cmd->add_flag("--json", a->json, "Print the page's data as JSON (the page is written too)");
-  cmd->callback([a, cmd] {
+  cmd->callback([a] {
     a->command_line = "vram report";
     for (const auto& t : a->traces) a->command_line += " " + t;
     a->command_line += " --policy " + a->policies + " --device " + a->device;
-    (void)cmd;
     run_report(*a);
   });
 }

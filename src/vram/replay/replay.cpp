@@ -59,12 +59,6 @@ using live_table = std::unordered_map<std::uint64_t, live_block>;
 
 }  // namespace detail
 
-std::size_t live_blocks::size() const noexcept {
-  std::size_t n = 0;
-  for (const auto& [addr, b] : *static_cast<const detail::live_table*>(table_)) n += b.ptr != 0;
-  return n;
-}
-
 void live_blocks::visit(void* fn, void (*call)(void*, device_ptr, std::size_t)) const {
   for (const auto& [addr, b] : *static_cast<const detail::live_table*>(table_))
     if (b.ptr != 0) call(fn, b.ptr, b.size);

@@ -35,7 +35,6 @@ class live_blocks {
   void for_each(F&& f) const {
     visit(&f, [](void* fn, device_ptr p, std::size_t bytes) { (*static_cast<F*>(fn))(p, bytes); });
   }
-  std::size_t size() const noexcept;
 
  private:
   void visit(void* fn, void (*call)(void*, device_ptr, std::size_t)) const;
