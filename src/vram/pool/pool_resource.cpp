@@ -291,16 +291,18 @@ event_id pool_resource::take_event_locked() {
   return e;
 }
 
+bool pool_resource::event_done_locked(event_id e, bool wait) {
+  if (device_->event_query(e)) return true;
+  if (!wait) return false;
+  device_->event_synchronize(e);  // the host waits: out-of-memory recovery and trim() only
+  ++stats_.host_waits;
+  return true;
+}
+
 void pool_resource::process_pending_locked(bool wait) {
   std::erase_if(pending_, [&](pending_free& f) {
-    for (auto e : f.events) {
-      if (!wait) {
-        if (!device_->event_query(e)) return false;
-      } else if (!device_->event_query(e)) {
-        device_->event_synchronize(e);
-        ++stats_.host_waits;
-      }
-    }
+    for (auto e : f.events)
+      if (!event_done_locked(e, wait)) return false;
     for (auto e : f.events) spare_events_.push_back(e);
     pending_bytes_ -= f.size;
     arena_.deallocate(f.ptr, f.size);
@@ -326,14 +328,8 @@ bool pool_resource::fence_done_locked(std::uint64_t id, bool wait) {
   // Fences complete in the order they were recorded only per stream, so a fence counts as done once it and
   // every earlier one have completed.
   while (!fences_.empty() && fences_.front().id <= id) {
-    for (auto e : fences_.front().events) {
-      if (!wait) {
-        if (!device_->event_query(e)) return false;
-      } else if (!device_->event_query(e)) {
-        device_->event_synchronize(e);
-        ++stats_.host_waits;
-      }
-    }
+    for (auto e : fences_.front().events)
+      if (!event_done_locked(e, wait)) return false;
     for (auto e : fences_.front().events) spare_events_.push_back(e);
     fences_.pop_front();
   }

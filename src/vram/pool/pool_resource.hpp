@@ -121,6 +121,8 @@ class pool_resource final : public memory_resource {
   void flush_caches_locked();
   void process_pending_locked(bool wait);
   event_id take_event_locked();
+  /// Whether the work @p e marks is complete; with @p wait, waits for it (and counts the wait) when not.
+  bool event_done_locked(event_id e, bool wait);
   std::uint64_t fence_locked();
   bool fence_done_locked(std::uint64_t id, bool wait);
   void sync_mirrors_locked();
