@@ -14,7 +14,8 @@
 namespace vram::detail {
 
 arena::arena(device& dev, arena_options options)
-    : device_(&dev), options_(options), granularity_(dev.granularity()) {
+    : device_(&dev), options_(options), pace_(options.burst_bytes, options.burst_window_ns),
+      granularity_(dev.granularity()) {
   const std::size_t total = dev.mem_info().total;
   device_total_ = total;
   const std::size_t zones = std::max<std::size_t>(options_.zones, 1);
@@ -41,10 +42,7 @@ std::size_t arena::capacity() const noexcept {
 }
 
 std::size_t arena::lean_bound(std::size_t s) const noexcept {
-  const std::size_t cap_total = capacity();
-  if (options_.reserve_ratio <= 0) return cap_total;
-  const double bound = options_.reserve_ratio * static_cast<double>(std::max(peak_in_use_, in_use_ + s));
-  return bound < static_cast<double>(cap_total) ? static_cast<std::size_t>(bound) : cap_total;
+  return reserve_bound(options_.reserve_ratio, peak_in_use_, in_use_, s, capacity());
 }
 
 std::size_t arena::handle_cap() const noexcept {
@@ -59,7 +57,7 @@ std::size_t arena::handle_cap() const noexcept {
   // Outside a burst of growth, handles are small: a handle that outlives the block it was made for keeps all
   // its memory for whatever block still sits on it, so small ones are what lets free memory move. A burst
   // (a training step mapping its working set in milliseconds) gets large ones: there the calls are the cost.
-  if (!bursting_ && options_.small_handle_bytes > 0) cap = std::min(cap, options_.small_handle_bytes);
+  if (!pace_.bursting() && options_.small_handle_bytes > 0) cap = std::min(cap, options_.small_handle_bytes);
   return std::max(cap / granularity_ * granularity_, granularity_);
 }
 

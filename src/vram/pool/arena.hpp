@@ -50,7 +50,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -58,6 +57,9 @@
 
 #include "vram/core/types.hpp"
 #include "vram/core/range_set.hpp"
+#include "vram/pool/growth_pace.hpp"
+#include "vram/pool/piece_index.hpp"
+#include "vram/pool/pressure.hpp"
 #include "vram/resource/memory_resource.hpp"
 
 namespace vram {
@@ -205,13 +207,6 @@ class arena {
     range_set unmapped;  // address space with nothing mapped
     range_set foreign;   // mapped address space whose bytes another view of the same handle owns
   };
-  // Free memory at the ends of handles beside the gaps of every zone (arena_pieces.cpp), kept current as free
-  // and unmapped memory change: a suffix ends where a gap starts, a prefix starts where a gap ends. One index
-  // for all zones: physical memory is shared, so growth in one zone may alias a piece of another.
-  struct piece_index {
-    std::map<device_ptr, std::size_t> suffix_at, prefix_at;  // gap boundary -> bytes of the piece there
-    std::set<std::pair<std::size_t, device_ptr>> suffix_by_len, prefix_by_len;
-  };
   struct piece;  // free memory at one end of a handle (arena_placement.cpp)
   struct plan;   // one way to place a growing block (arena_placement.cpp)
 
@@ -275,17 +270,18 @@ class arena {
   std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
   // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
   std::size_t lean_bound(std::size_t s) const noexcept;
-  // The pace of growth (arena_placement.cpp): notes a growth of s bytes at the device's time and judges
-  // whether the growths of the last burst window make a burst.
-  void note_pace(std::size_t s);
 
   device* device_;
   arena_options options_;
+  growth_pace pace_;
   std::size_t granularity_;
   std::size_t device_total_ = 0;
   device_ptr base_ = 0;
   std::size_t zone_span_ = 0;
   std::vector<zone> zones_;
+  // Free memory at the ends of handles beside the gaps of every zone (arena_pieces.cpp), kept current as free
+  // and unmapped memory change. One index for all zones: physical memory is shared, so growth in one zone may
+  // alias a piece of another.
   piece_index pieces_;
   std::vector<granule> granules_;
   std::vector<handle_rec> handles_;
@@ -312,20 +308,12 @@ class arena {
   };
   std::vector<deferred_unmap> deferred_;  // views unmapped in the books, their fences pending
   std::size_t cold_bytes_ = 0;  // bytes of cold handles
-  /// How near the arena is to its bounds, each stage including the ones before it (judge_tightness):
-  ///  - lean: the cache budget no longer fits under reserve_ratio x the peak in use;
-  ///  - tight: the device (or the limit) has no room left for tight_budgets cache budgets;
-  ///  - full: it has no room left for the cache budget itself.
-  enum class pressure : std::uint8_t { roomy, lean, tight, full };
-  pressure pressure_ = pressure::roomy;
+  pressure pressure_ = pressure::roomy;  // judged at each request (pressure.hpp)
   bool lean() const noexcept { return pressure_ >= pressure::lean; }
   bool tight() const noexcept { return pressure_ >= pressure::tight; }
   bool full() const noexcept { return pressure_ == pressure::full; }
   bool pieces_kept_ = false;    // whether the zones' piece indexes are current
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
-  std::deque<std::pair<std::int64_t, std::size_t>> recent_growths_;  // (time, bytes) within the burst window
-  std::size_t recent_bytes_ = 0;  // their sum
-  bool bursting_ = false;         // the growth being planned is part of a burst: large handles
   // Views that may hold no live block: listed when their last block goes or their handle is aliased, and kept
   // while the handle is cold; dissolve_idle_views() gives them back before a tight growth.
   std::vector<std::uint32_t> idle_views_;

@@ -12,29 +12,6 @@
 
 namespace vram::detail {
 
-namespace {
-
-void set_piece(std::map<device_ptr, std::size_t>& at, std::set<std::pair<std::size_t, device_ptr>>& by_len,
-               device_ptr x, std::size_t len) {
-  const auto it = at.find(x);
-  if (it != at.end()) {
-    if (it->second == len) return;
-    by_len.erase({it->second, x});
-    if (len == 0) {
-      at.erase(it);
-      return;
-    }
-    it->second = len;
-    by_len.insert({len, x});
-    return;
-  }
-  if (len == 0) return;
-  at.emplace(x, len);
-  by_len.insert({len, x});
-}
-
-}  // namespace
-
 void arena::free_insert(device_ptr p, std::size_t n) {
   zone_of(p).free.insert(p, n);
   pieces_changed(p, p + n);
@@ -70,8 +47,8 @@ std::size_t arena::free_starting_at(std::size_t zi, device_ptr x) const {
 }
 
 void arena::refresh_point(std::size_t zi, device_ptr x) {
-  set_piece(pieces_.suffix_at, pieces_.suffix_by_len, x, suffix_len(zi, x));
-  set_piece(pieces_.prefix_at, pieces_.prefix_by_len, x, prefix_len(zi, x));
+  pieces_.set(piece_index::side::suffix, x, suffix_len(zi, x));
+  pieces_.set(piece_index::side::prefix, x, prefix_len(zi, x));
 }
 
 // A piece lies within one view, so a change of free memory in [p, q) (which is all mapped) can change only
@@ -106,7 +83,7 @@ void arena::gaps_changed(device_ptr p, device_ptr q) {
 void arena::keep_pieces(bool keep) {
   if (keep == pieces_kept_) return;
   pieces_kept_ = keep;
-  pieces_ = piece_index{};
+  pieces_.clear();
   if (!keep) return;
   for (std::size_t zi = 0; zi < zones_.size(); ++zi) {
     for (const auto& [u0, gap] : zones_[zi].unmapped.ranges()) {
@@ -117,28 +94,22 @@ void arena::keep_pieces(bool keep) {
 }
 
 void arena::validate_pieces() const {
-  const piece_index& x = pieces_;
   if (!pieces_kept_) {
-    if (!x.suffix_at.empty() || !x.prefix_at.empty() || !x.suffix_by_len.empty() || !x.prefix_by_len.empty())
-      throw invariant_error("arena: pieces are kept while their indexes are dropped");
+    if (!pieces_.empty()) throw invariant_error("arena: pieces are kept while their indexes are dropped");
     return;
   }
-  std::map<device_ptr, std::size_t> suffixes, prefixes;
+  pieces_.validate();
+  piece_index::by_place suffixes, prefixes;
   for (std::size_t zi = 0; zi < zones_.size(); ++zi) {
     for (const auto& [u0, gap] : zones_[zi].unmapped.ranges()) {
       if (const auto n = suffix_len(zi, u0)) suffixes.emplace(u0, n);
       if (const auto n = prefix_len(zi, u0 + gap)) prefixes.emplace(u0 + gap, n);
     }
   }
-  if (suffixes != x.suffix_at || prefixes != x.prefix_at)
+  if (suffixes != pieces_.places(piece_index::side::suffix) || prefixes != pieces_.places(piece_index::side::prefix))
     throw invariant_error(fmt::format("arena: {} suffixes and {} prefixes indexed; the gaps have {} and {}",
-                                      x.suffix_at.size(), x.prefix_at.size(), suffixes.size(), prefixes.size()));
-  if (x.suffix_by_len.size() != x.suffix_at.size() || x.prefix_by_len.size() != x.prefix_at.size())
-    throw invariant_error("arena: the pieces by length disagree with those by place");
-  for (const auto& [a, n] : x.suffix_at)
-    if (!x.suffix_by_len.count({n, a})) throw invariant_error(fmt::format("arena: suffix at {:#x} not indexed by length", a));
-  for (const auto& [a, n] : x.prefix_at)
-    if (!x.prefix_by_len.count({n, a})) throw invariant_error(fmt::format("arena: prefix at {:#x} not indexed by length", a));
+                                      pieces_.size(piece_index::side::suffix), pieces_.size(piece_index::side::prefix),
+                                      suffixes.size(), prefixes.size()));
 }
 
 }  // namespace vram::detail

@@ -78,15 +78,13 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 // full: not even for one. Lean: no room for one under the reserve bound (reserve_ratio x the peak in use), or
 // tight.
 void arena::judge_tightness(std::size_t s) {
-  const auto no_room_under = [&](std::size_t bound, double budgets) {
-    const std::size_t left = bound > reserved_ ? bound - reserved_ : 0;
-    return static_cast<double>(left) <
-           budgets * options_.max_cached_ratio * static_cast<double>(in_use_ + s) + static_cast<double>(s);
-  };
-  if (no_room_under(capacity(), std::max(options_.tight_budgets, 1.0)))
-    pressure_ = no_room_under(capacity(), 1.0) ? pressure::full : pressure::tight;
-  else
-    pressure_ = no_room_under(lean_bound(s), 1.0) ? pressure::lean : pressure::roomy;
+  pressure_ = judge_pressure({.request = s,
+                              .reserved = reserved_,
+                              .in_use = in_use_,
+                              .capacity = capacity(),
+                              .lean_bound = lean_bound(s),
+                              .max_cached_ratio = options_.max_cached_ratio,
+                              .tight_budgets = options_.tight_budgets});
   constexpr std::size_t roomy_requests_before_dropping_pieces = 1024;
   if (tight()) {
     roomy_judgements_ = 0;
@@ -244,7 +242,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
         offer(q);
       }
       // ... with its last bytes in a prefix elsewhere.
-      for (const piece& t : candidates(px.prefix_by_len, std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
+      for (const piece& t : candidates(px.lengths(piece_index::side::prefix), std::max<std::size_t>(rem % g, 1), false, fits_considered)) {
         if (rem > gap || overlaps(t.at, t.len, fl, a + gap + 1)) continue;
         const auto e = congruent_below(std::min(t.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + t.handle_bytes > gap) continue;
@@ -269,7 +267,7 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
       p.in_hole = true;
       offer(p);
       // ... with its first bytes in a suffix elsewhere.
-      for (const piece& h : candidates(px.suffix_by_len, std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
+      for (const piece& h : candidates(px.lengths(piece_index::side::suffix), std::max<std::size_t>(rem % g, 1), true, fits_considered)) {
         if (overlaps(h.at, h.len, u0 - 1, gap + b + 1)) continue;
         const auto e = congruent_below(std::min(h.len, rem), rem, g);
         if (!e || *e == 0 || rem - *e + h.handle_bytes > gap) continue;
@@ -308,25 +306,25 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
   if (!best.valid) fresh(nullptr, 0, nullptr, 0);
   const std::size_t r = s % g;
   // One piece: the block's last bytes (the rest whole granules), or its first bytes (the rest new granules).
-  for (const piece& t : candidates(px.prefix_by_len, std::max<std::size_t>(r, 1), false, fits_considered))
+  for (const piece& t : candidates(px.lengths(piece_index::side::prefix), std::max<std::size_t>(r, 1), false, fits_considered))
     if (const auto e = congruent_below(std::min(t.len, s), s, g); e && *e > 0) fresh(nullptr, 0, &t, *e);
-  for (const piece& h : candidates(px.suffix_by_len, std::max<std::size_t>(r, 1), true, fits_considered))
+  for (const piece& h : candidates(px.lengths(piece_index::side::suffix), std::max<std::size_t>(r, 1), true, fits_considered))
     fresh(&h, std::min(h.len, s - 512), nullptr, 0);
   // Two pieces holding v bytes together, v = s (mod granule): the pair with the least left over, that is the
   // least bytes in all, for v = r (the residue split in two) and v = r + k granules (k fewer to map), as far
   // as the largest pieces reach (pieces of handles larger than a granule may hold more than one).
-  if (options_.aliasing && tight() && !px.suffix_by_len.empty() && !px.prefix_by_len.empty()) {
-    const std::size_t most_prefix = px.prefix_by_len.rbegin()->first;
-    const std::size_t reach = std::min(s, px.suffix_by_len.rbegin()->first + most_prefix);
+  if (options_.aliasing && tight() && !px.lengths(piece_index::side::suffix).empty() && !px.lengths(piece_index::side::prefix).empty()) {
+    const std::size_t most_prefix = px.lengths(piece_index::side::prefix).rbegin()->first;
+    const std::size_t reach = std::min(s, px.lengths(piece_index::side::suffix).rbegin()->first + most_prefix);
     for (std::size_t v = r; v <= reach; v += g) {
       if (v == 0) continue;
       std::size_t tried = 0;
       constexpr std::size_t pairs_considered = 16;
-      for (auto it = px.suffix_by_len.lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
-           it != px.suffix_by_len.end() && tried < pairs_considered; ++it, ++tried) {
+      for (auto it = px.lengths(piece_index::side::suffix).lower_bound({v > most_prefix ? v - most_prefix : 512, 0});
+           it != px.lengths(piece_index::side::suffix).end() && tried < pairs_considered; ++it, ++tried) {
         const piece h = suffix_piece(*it);
         if (h.len >= v) break;  // the head alone holds it: the single-piece plans cover that
-        for (auto jt = px.prefix_by_len.lower_bound({v - h.len, 0}); jt != px.prefix_by_len.end(); ++jt) {
+        for (auto jt = px.lengths(piece_index::side::prefix).lower_bound({v - h.len, 0}); jt != px.lengths(piece_index::side::prefix).end(); ++jt) {
           const piece t = prefix_piece(*jt);
           if (t.handle == h.handle) continue;
           fresh(&h, h.len, &t, v - h.len);
@@ -340,14 +338,14 @@ arena::plan arena::best_growth(std::size_t s, std::size_t align, std::size_t zi,
 
 // Every handle's free ends, as pieces: the free bytes at the end and at the start of each view (by length
 // only, which is all best_growth reads).
-arena::piece_index arena::every_piece() const {
+piece_index arena::every_piece() const {
   piece_index x;
   for (const auto& h : handles_) {
     for (const std::uint32_t v : h.views) {
       const device_ptr va = views_[v].va, end = va + h.bytes;
       const std::size_t zi = zone_index(va);
-      if (const std::size_t n = free_ending_at(zi, end)) x.suffix_by_len.insert({n, end});
-      if (const std::size_t n = free_starting_at(zi, va)) x.prefix_by_len.insert({n, va});
+      if (const std::size_t n = free_ending_at(zi, end)) x.set(piece_index::side::suffix, end, n);
+      if (const std::size_t n = free_starting_at(zi, va)) x.set(piece_index::side::prefix, va, n);
     }
   }
   return x;
@@ -360,20 +358,6 @@ device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size
   if (!p.valid || (p.pinned > 0 && tight())) return 0;
   take(p, size);
   return p.block;
-}
-
-void arena::note_pace(std::size_t s) {
-  const std::int64_t now = device_->now_ns();
-  while (!recent_growths_.empty() && recent_growths_.front().first <= now - options_.burst_window_ns) {
-    recent_bytes_ -= recent_growths_.front().second;
-    recent_growths_.pop_front();
-  }
-  // Growths at one instant share an entry, so a clock that stands still (the simulated device outside a
-  // replay) keeps one entry, not one per growth.
-  if (!recent_growths_.empty() && recent_growths_.back().first == now) recent_growths_.back().second += s;
-  else recent_growths_.emplace_back(now, s);
-  recent_bytes_ += s;
-  bursting_ = recent_bytes_ >= options_.burst_bytes;
 }
 
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
@@ -389,7 +373,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
     return m.block;
   }
   ++counters_.growths;
-  note_pace(size);
+  pace_.note(device_->now_ns(), size);
   device_ptr block = 0;
   const plan grown = best_growth(size, align, zi, gen);
   bool refused = false;
@@ -448,7 +432,7 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
 void arena::note_growth(const plan& p, device_ptr block, std::size_t size) {
   counters_.hole_growths += p.in_hole;
   counters_.lean_growths += pressure_ == pressure::lean;
-  counters_.burst_growths += bursting_;
+  counters_.burst_growths += pace_.bursting();
   counters_.aliased_growths += p.head_use > 0 || p.tail_use > 0;
   in_use_ += size;
   peak_in_use_ = std::max(peak_in_use_, in_use_);
