@@ -13,7 +13,15 @@
 //  - a handle is *cold* when no live block touches any granule of any of its views. Cold handles stay
 //    mapped (the next block may land there at no driver cost) until memory is wanted elsewhere.
 //
-// Growth, when no mapped free range fits (arena_placement.cpp): the block is placed where it needs the fewest
+// The arena is made of small parts, each with its own tests:
+//  - handle_map: the books (handles, views, granules, cold and spare handles, free/unmapped/foreign ranges),
+//    with the piece_index of free handle ends beside gaps; no driver call;
+//  - growth_planner: pure functions from the books and a request to a plan;
+//  - pressure: how near the arena is to its bounds; growth_pace: whether growth comes in a burst.
+// The arena itself makes the driver calls (arena.cpp), chooses between the plans and carries the chosen one
+// out (arena_growth.cpp).
+//
+// Growth, when no mapped free range fits (growth_planner.cpp): the block is placed where it needs the fewest
 // bytes of memory mapped anew, over
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
 //  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
@@ -51,14 +59,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <set>
 #include <vector>
 
 #include "vram/core/types.hpp"
 #include "vram/core/range_set.hpp"
 #include "vram/pool/growth_pace.hpp"
-#include "vram/pool/piece_index.hpp"
+#include "vram/pool/growth_planner.hpp"
+#include "vram/pool/handle_map.hpp"
 #include "vram/pool/pressure.hpp"
 #include "vram/resource/memory_resource.hpp"
 
@@ -134,20 +141,22 @@ class arena {
   /// @brief Unmaps and releases every handle no live block touches. Returns the bytes given back.
   std::size_t trim();
 
-  std::size_t reserved() const noexcept { return reserved_; }
+  std::size_t reserved() const noexcept { return map_.reserved(); }
   std::size_t in_use() const noexcept { return in_use_; }
   /// @brief Whether the index of free handle ends is kept now (from the first tight request on, until 1024
   /// requests in a row found the arena roomy).
-  bool pieces_indexed() const noexcept { return pieces_kept_; }
+  bool pieces_indexed() const noexcept { return map_.pieces_kept(); }
   /// @brief Bytes of handles that are mapped (each counted once, however many views it has).
-  std::size_t mapped() const noexcept { return mapped_; }
+  std::size_t mapped() const noexcept { return map_.mapped(); }
   /// @brief Mapped memory no block uses: its total and the largest range, over all zones.
-  free_space free_memory() const noexcept;
-  std::size_t granularity() const noexcept { return granularity_; }
-  device_ptr base() const noexcept { return base_; }
-  std::size_t span() const noexcept { return zone_span_ * zones_.size(); }
-  device_ptr zone_base(std::size_t z) const noexcept { return base_ + z * zone_span_; }
-  std::size_t zone_span() const noexcept { return zone_span_; }
+  free_space free_memory() const noexcept { return map_.free_memory(); }
+  std::size_t granularity() const noexcept { return map_.granularity(); }
+  device_ptr base() const noexcept { return map_.base(); }
+  std::size_t span() const noexcept { return map_.span(); }
+  device_ptr zone_base(std::size_t z) const noexcept { return map_.zone_base(z); }
+  std::size_t zone_span() const noexcept { return map_.zone_span(); }
+  /// @brief The books, to read.
+  const handle_map& books() const noexcept { return map_; }
   const arena_counters& counters() const noexcept { return counters_; }
   std::size_t limit() const noexcept { return options_.limit; }
   void set_limit(std::size_t bytes) noexcept { options_.limit = bytes; }
@@ -184,88 +193,29 @@ class arena {
   void validate() const;
 
  private:
-  static constexpr std::uint32_t none = UINT32_MAX;
-  struct granule {
-    std::uint32_t live = 0;     // live blocks touching this granule
-    std::uint32_t view = none;  // the view mapped here
-  };
-  struct handle_rec {
-    phys_handle h = 0;
-    std::size_t bytes = 0;
-    std::uint32_t busy = 0;  // granules of its views with live > 0
-    bool in_use = false;     // slot holds a handle
-    bool listed = false;     // in reclaimable_ (kept there while busy, until the set is next walked)
-    std::vector<std::uint32_t> views;  // empty when spare
-  };
-  struct view_rec {
-    std::uint32_t handle = none;
-    device_ptr va = 0;
-    bool idle_listed = false;  // in idle_views_
-  };
-  struct zone {
-    range_set free;      // owned mapped memory no block uses, coalesced across views
-    range_set unmapped;  // address space with nothing mapped
-    range_set foreign;   // mapped address space whose bytes another view of the same handle owns
-  };
-  struct piece;  // free memory at one end of a handle (arena_placement.cpp)
-  struct plan;   // one way to place a growing block (arena_placement.cpp)
+  arena(device& dev, arena_options options, std::size_t device_total);
 
-  std::size_t granule_of(device_ptr p) const noexcept { return (p - base_) / granularity_; }
-  std::size_t zone_index(device_ptr p) const noexcept { return (p - base_) / zone_span_; }
-  zone& zone_of(device_ptr p) noexcept { return zones_[zone_index(p)]; }
-  device_ptr zone_end(std::size_t z) const noexcept { return zone_base(z) + zone_span_; }
-  const view_rec& view_at(device_ptr p) const noexcept { return views_[granules_[granule_of(p)].view]; }
-  std::size_t handle_bytes_at(device_ptr p) const noexcept { return handles_[view_at(p).handle].bytes; }
-  void touch(device_ptr p, std::size_t size);
-  void untouch(device_ptr p, std::size_t size);
-
-  // Pieces (arena_pieces.cpp). Every change of a zone's free memory in [p, q) is followed by
-  // pieces_changed(p, q) (free_insert and free_erase do it), every view mapped or unmapped by gaps_changed.
-  void free_insert(device_ptr p, std::size_t n);
-  void free_erase(device_ptr p, std::size_t n);
-  void pieces_changed(device_ptr p, device_ptr q);
-  void gaps_changed(device_ptr p, device_ptr q);
-  void refresh_point(std::size_t zi, device_ptr x);
-  std::size_t suffix_len(std::size_t zi, device_ptr x) const;
-  std::size_t prefix_len(std::size_t zi, device_ptr x) const;
-  /// The free bytes that end at x within the view ending there (pre: x - 1 mapped), and those that start at x
-  /// within the view starting there (pre: x mapped): a piece where a gap lies beside, or not.
-  std::size_t free_ending_at(std::size_t zi, device_ptr x) const;
-  std::size_t free_starting_at(std::size_t zi, device_ptr x) const;
-  void validate_pieces() const;
-  // Only a tight arena maps aliases, so the indexes are kept only from its first tight request until 1024
-  // requests in a row found it roomy; then they are dropped, and built again from the gaps when next wanted.
-  void keep_pieces(bool keep);
-
-  // Placement and growth (arena_placement.cpp).
+  // Placement and growth (arena_growth.cpp); the plans come from growth_planner.hpp.
   void judge_tightness(std::size_t size);
-  std::size_t pinned_by(device_ptr p, std::size_t size) const;
-  plan best_mapped(std::size_t size, std::size_t align, std::size_t zi) const;
-  plan best_growth(std::size_t size, std::size_t align, std::size_t zi, bool by_pinning,
-                   const piece_index* pieces = nullptr) const;
-  piece_index every_piece() const;
-  void take(const plan& p, std::size_t size);
-  void note_growth(const plan& p, device_ptr block, std::size_t size);
-  device_ptr carry_out(const plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen, bool& refused);
-  bool acquire(const plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,
+  growth_settings settings() const noexcept;
+  void take(const growth_plan& p, std::size_t size);
+  void note_growth(const growth_plan& p, device_ptr block, std::size_t size);
+  device_ptr carry_out(const growth_plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen,
+                       bool& refused);
+  bool acquire(const growth_plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,
                std::size_t& have);
-  void reclaim(std::size_t want, std::size_t room, const plan& p, std::size_t size, bool gen);
-  bool protects(const plan& p, std::size_t size, std::uint32_t handle) const;
+  void reclaim(std::size_t want, std::size_t room, const growth_plan& p, std::size_t size, bool gen);
+  bool protects(const growth_plan& p, std::size_t size, std::uint32_t handle) const;
+  void recycle_every_cold_handle();
+  void release_every_spare();
 
-  // Handles and views (arena.cpp).
-  std::uint32_t new_slot();
-  std::uint32_t create_handle(std::size_t bytes);  // none when the device (or the limit) refuses
-  std::uint32_t map_view(std::uint32_t handle, device_ptr va);
+  // The device's side of the books (arena.cpp).
+  std::uint32_t create_handle(std::size_t bytes);  // handle_map::none when the device (or the limit) refuses
+  void map_view(std::uint32_t handle, device_ptr va);
+  // A view gone from the books: unmapped now, or once its fence has completed.
+  void unmapped(handle_map::mapping m);
   void unmap_handle(std::uint32_t idx);
-  void unmap_view(std::uint32_t v);
-  // Alias views (arena.cpp): a view of a handle mapped more than once that no longer holds a live block is
-  // listed when its last block goes; before growth on a tight device it is dissolved: its bytes pass to a
-  // view of the same handle that holds a live block, and it is unmapped.
-  bool holds_live(std::uint32_t v) const noexcept;
-  void dissolve_idle_views();
-  void dissolve_view(std::uint32_t v, std::uint32_t u);
-  void release_spare(std::uint32_t idx);
-  void take_spare(std::uint32_t idx);
+  void release_spare(std::uint32_t idx);  // pre: a spare, taken from the spares
   std::size_t handle_cap() const noexcept;
   std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
   // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
@@ -274,29 +224,8 @@ class arena {
   device* device_;
   arena_options options_;
   growth_pace pace_;
-  std::size_t granularity_;
-  std::size_t device_total_ = 0;
-  device_ptr base_ = 0;
-  std::size_t zone_span_ = 0;
-  std::vector<zone> zones_;
-  // Free memory at the ends of handles beside the gaps of every zone (arena_pieces.cpp), kept current as free
-  // and unmapped memory change. One index for all zones: physical memory is shared, so growth in one zone may
-  // alias a piece of another.
-  piece_index pieces_;
-  std::vector<granule> granules_;
-  std::vector<handle_rec> handles_;
-  std::vector<std::uint32_t> free_slots_;
-  std::vector<view_rec> views_;
-  std::vector<std::uint32_t> free_views_;
-  // Mapped handles that were cold when last looked at, by (bytes, slot): every cold handle, and busy ones
-  // not yet dropped. A handle going busy stays listed (blocks come and go on the same handles far more
-  // often than memory is recycled); drop_stale_cold() drops the busy ones before the set is walked.
-  std::set<std::pair<std::size_t, std::uint32_t>> reclaimable_;
-  void drop_stale_cold();
-  std::multimap<std::size_t, std::uint32_t> spare_;              // created, not mapped; by bytes
-  std::size_t spare_bytes_ = 0;
-  std::size_t reserved_ = 0;
-  std::size_t mapped_ = 0;
+  std::size_t device_total_;
+  handle_map map_;
   std::size_t in_use_ = 0;
   std::size_t peak_in_use_ = 0;
   arena_counters counters_;
@@ -307,16 +236,11 @@ class arena {
     std::uint64_t fence;
   };
   std::vector<deferred_unmap> deferred_;  // views unmapped in the books, their fences pending
-  std::size_t cold_bytes_ = 0;  // bytes of cold handles
   pressure pressure_ = pressure::roomy;  // judged at each request (pressure.hpp)
   bool lean() const noexcept { return pressure_ >= pressure::lean; }
   bool tight() const noexcept { return pressure_ >= pressure::tight; }
   bool full() const noexcept { return pressure_ == pressure::full; }
-  bool pieces_kept_ = false;    // whether the zones' piece indexes are current
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
-  // Views that may hold no live block: listed when their last block goes or their handle is aliased, and kept
-  // while the handle is cold; dissolve_idle_views() gives them back before a tight growth.
-  std::vector<std::uint32_t> idle_views_;
 };
 
 }  // namespace vram::detail

@@ -4,7 +4,7 @@
 // starts where a gap ends; each is keyed by that gap boundary. The index answers two questions: what lies at
 // a boundary (to keep it current as memory changes) and which pieces are at least n bytes long, smallest
 // first (to find the one that fits a block's partial granule). What a piece is, and when it changes, is the
-// arena's to say (arena_pieces.cpp); this type keeps the two orders in step.
+// books' to say (handle_map_pieces.cpp); this type keeps the two orders in step.
 
 #include <cstddef>
 #include <cstdint>
