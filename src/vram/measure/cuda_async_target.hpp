@@ -4,9 +4,8 @@
 // threshold raised to its maximum so freed memory stays cached in the pool, as a program tuned for it would
 // set it. Each thread has its own non-blocking stream, so threads never order each other's calls.
 //
-// This is the one part of vram outside src/vram/device that calls the driver: the call measured is the
-// driver's own, with no seam in between (the seam has no stream-ordered allocation). It uses the same
-// run-time driver table (cuda_driver.hpp) and the cuda_device's primary context.
+// The driver calls are device/cuda_async_pool's: each pair is one cuMemAllocAsync and one cuMemFreeAsync,
+// through the same run-time driver table as the cuda_device, with nothing added but a direct call.
 
 #include <memory>
 
