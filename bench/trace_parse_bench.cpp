@@ -116,7 +116,8 @@ void register_forms(const std::string& what, const vram::trace& t) {
 }
 
 // The snapshot PyTorch would write for @p t: one dict per entry with the keys PyTorch 2.11 writes (frames
-// empty, as with context=None), one device, no segments.
+// empty, as with context=None), one device, no segments. Its keys and action names are shared objects, so
+// the pickle fetches them from the memo after their first time, as in a snapshot PyTorch writes.
 std::string synthetic_snapshot(const vram::trace& t) {
   using vram::test::py;
   std::vector<py> entries;
@@ -125,7 +126,8 @@ std::string synthetic_snapshot(const vram::trace& t) {
     entries.push_back(py::dict({"action", std::string(vram::to_string(e.action)), "addr", e.addr, "size", e.size,
                                 "stream", e.stream, "time_us", e.time_us, "compile_context", "N/A", "user_metadata", "",
                                 "frames", py::list({})}));
-  return vram::test::pickle(py::dict({"segments", py::list({}), "device_traces", py::list({py::list(std::move(entries))})}));
+  return vram::test::pickle(py::dict({"segments", py::list({}), "device_traces", py::list({py::list(std::move(entries))})}),
+                           /*share_strings=*/true);
 }
 
 // Each snapshot in VRAM_BENCH_SNAPSHOTS (paths separated by ':') read as it is and as vram's format.

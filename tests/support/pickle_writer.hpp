@@ -49,11 +49,19 @@ struct py {
 
 namespace detail_pickle {
 
+// Strings already written, by value, and their memo indexes: with it, a string written again is fetched from
+// the memo (BINGET / LONG_BINGET), as Python's pickler does when the same str object recurs.
+struct memo_state {
+  bool share_strings = false;
+  std::uint64_t next = 0;  // the memo index MEMOIZE gives next
+  std::vector<std::pair<std::string, std::uint64_t>> strings;  // sorted by value
+};
+
 inline void put_le(std::string& out, std::uint64_t v, int n) {
   for (int b = 0; b < n; ++b) out += static_cast<char>((v >> (8 * b)) & 0xff);
 }
 
-inline void write(std::string& out, const py& v) {
+inline void write(std::string& out, const py& v, memo_state& memo) {
   switch (v.k) {
     case py::kind::none:
       out += 'N';
@@ -90,7 +98,19 @@ inline void write(std::string& out, const py& v) {
       for (int b = 7; b >= 0; --b) out += static_cast<char>((bits >> (8 * b)) & 0xff);
       return;
     }
-    case py::kind::string:
+    case py::kind::string: {
+      auto at = std::lower_bound(memo.strings.begin(), memo.strings.end(), std::pair<std::string, std::uint64_t>{v.s, 0});
+      if (memo.share_strings && at != memo.strings.end() && at->first == v.s) {
+        if (at->second < 256) {
+          out += 'h';  // BINGET
+          put_le(out, at->second, 1);
+        } else {
+          out += 'j';  // LONG_BINGET
+          put_le(out, at->second, 4);
+        }
+        return;
+      }
+      if (memo.share_strings) memo.strings.insert(at, {v.s, memo.next});
       if (v.s.size() < 256) {
         out += static_cast<char>(0x8c);
         put_le(out, v.s.size(), 1);
@@ -100,22 +120,25 @@ inline void write(std::string& out, const py& v) {
       }
       out += v.s;
       out += static_cast<char>(0x94);  // MEMOIZE
+      ++memo.next;
       return;
+    }
     case py::kind::list:
     case py::kind::dict: {
       const bool list = v.k == py::kind::list;
       out += list ? ']' : '}';
       out += static_cast<char>(0x94);
+      ++memo.next;
       const std::size_t step = list ? 1000 : 2000;  // Python batches 1000 items (or pairs) per opcode
       for (std::size_t at = 0; at < v.items.size(); at += step) {
         const std::size_t end = std::min(v.items.size(), at + step);
         if (end - at == (list ? 1u : 2u)) {  // one item (or pair): APPEND / SETITEM, with no MARK
-          for (std::size_t j = at; j < end; ++j) write(out, v.items[j]);
+          for (std::size_t j = at; j < end; ++j) write(out, v.items[j], memo);
           out += list ? 'a' : 's';
           continue;
         }
         out += '(';
-        for (std::size_t j = at; j < end; ++j) write(out, v.items[j]);
+        for (std::size_t j = at; j < end; ++j) write(out, v.items[j], memo);
         out += list ? 'e' : 'u';
       }
       return;
@@ -126,9 +149,13 @@ inline void write(std::string& out, const py& v) {
 }  // namespace detail_pickle
 
 /// @brief The protocol-4 pickle of @p v, as pickle.dumps(v, protocol=4) writes it, less the FRAME opcode.
-inline std::string pickle(const py& v) {
+/// Each string is its own object unless @p share_strings: then equal strings are one object, written once
+/// and fetched from the memo after (PyTorch's snapshots share their keys and action names that way).
+inline std::string pickle(const py& v, bool share_strings = false) {
   std::string out("\x80\x04", 2);
-  detail_pickle::write(out, v);
+  detail_pickle::memo_state memo;
+  memo.share_strings = share_strings;
+  detail_pickle::write(out, v, memo);
   out += '.';
   return out;
 }

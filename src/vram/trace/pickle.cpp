@@ -90,8 +90,9 @@ class pickle_machine {
   std::uint64_t offset() const noexcept { return base_ + pos_; }
 
   // Makes @p need bytes available from pos_, reading as they arrive; false when the input ends first.
-  bool fill(std::size_t need) {
-    if (buf_.size() - pos_ >= need) return true;
+  bool fill(std::size_t need) { return buf_.size() - pos_ >= need || refill(need); }
+
+  [[gnu::noinline]] bool refill(std::size_t need) {
     if (pos_ > 0) {
       buf_.erase(0, pos_);
       base_ += pos_;
