@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory_resource>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -206,11 +205,8 @@ class snapshot_reader {
 
   // What was live before the first entry: see the header.
   void infer_start(snapshot_device_trace& out, const std::vector<ref>& segments) {
-    // The maps' nodes come from a pool that reuses freed ones: a block's node is made and dropped once per
-    // allocation, which would otherwise be a malloc and a free each.
-    std::pmr::unsynchronized_pool_resource nodes;
-    std::pmr::unordered_map<std::uint64_t, std::uint64_t> live(&nodes), segs(&nodes);
-    std::pmr::unordered_set<std::uint64_t> pending(&nodes);  // free_requested, not yet completed
+    std::unordered_map<std::uint64_t, std::uint64_t> live, segs;
+    std::unordered_set<std::uint64_t> pending;  // free_requested, not yet completed
     std::vector<trace_event> before;            // what is added at the start
     std::uint64_t freed_before = 0, freed_before_bytes = 0, orphans = 0;
     std::uint64_t segs_before = 0, segs_before_bytes = 0;
