@@ -2,12 +2,20 @@
 for the same replays, and the per-call costs that bench_vmm measured by handle size beside the model's.
 
     python3 bench/calibrate.py RESULTS_DIR [--json]
+    python3 bench/calibrate.py RESULTS_DIR --fit
+    python3 bench/calibrate.py RESULTS_DIR --check REPLAY_SIM_JSON
 
 RESULTS_DIR holds replay-sim.json (`vram replay ... --device sim --json`), replay-cuda-N.json (the same
 replays with --device cuda, N = 1, 2, ...) and vmm.json (bench_vmm --benchmark_format=json, with
 repetitions). Prints, for every trace x policy and call kind costing 0.1 ms or more, the modelled time, the
 measured median and their ratio, then each trace x policy's total; then bench_vmm's medians per handle size
-beside the model's curve (src/vram/device/cost_model.cpp). --json prints the same as one object."""
+beside the model's curve (src/vram/device/cost_model.cpp). --json prints the same as one object.
+
+--fit fits the measured machine's model: one factor per call kind, the measured time of that kind over every
+replay divided by its modelled time (kinds the replays did not make keep the table's figures), and prints
+each trace x policy's measured total over the scaled model's, fitted on every trace and fitted on the other
+traces only (leave one trace out). --check compares a replay made with that model (`--device sim:costs=lent`)
+with the measurements: measured over modelled, in total, for each trace x policy."""
 import glob
 import json
 import os
@@ -81,6 +89,65 @@ def vmm(folder):
     return out
 
 
+def per_kind(folder):
+    """(trace, policy) -> (modelled seconds by kind, median measured seconds by kind)."""
+    sim = {(r["trace"], r["policy"]): r for r in json.load(open(os.path.join(folder, "replay-sim.json")))}
+    runs = [{(r["trace"], r["policy"]): r for r in json.load(open(p))}
+            for p in sorted(glob.glob(os.path.join(folder, "replay-cuda-*.json")))]
+    out = {}
+    for key, s in sim.items():
+        modelled = s["device_call_seconds"]
+        measured = {k: statistics.median([run[key]["device_call_seconds"].get(k, 0.0) for run in runs if key in run])
+                    for k in modelled}
+        out[key] = (modelled, measured)
+    return out
+
+
+def factors(rows):
+    kinds = sorted({k for m, _ in rows for k in m})
+    f = {}
+    for k in kinds:
+        den = sum(m.get(k, 0.0) for m, _ in rows)
+        f[k] = sum(me.get(k, 0.0) for _, me in rows) / den if den else 1.0
+    return f
+
+
+def fit(folder):
+    data = per_kind(folder)
+    f = factors(list(data.values()))
+    print("factor by call kind (measured / modelled, over every replay):")
+    for k, v in f.items():
+        print(f"  {k:16} {v:5.2f}")
+    print(f"{'trace':18} {'policy':17} {'measured ms':>11} {'fitted':>7} {'leave one out':>13}")
+    worst = 0.0
+    for key in sorted(data):
+        modelled, measured = data[key]
+        others = factors([v for k2, v in data.items() if k2[0] != key[0]])
+        total = sum(measured.values())
+        r_all = total / sum(m * f.get(k, 1.0) for k, m in modelled.items())
+        r_loo = total / sum(m * others.get(k, 1.0) for k, m in modelled.items())
+        worst = max(worst, abs(r_all - 1), abs(r_loo - 1))
+        print(f"{key[0]:18} {key[1]:17} {total * 1e3:11.2f} {r_all:7.2f} {r_loo:13.2f}")
+    print(f"worst: {worst * 100:.1f}% off")
+    return 0
+
+
+def check(folder, replay_json):
+    data = per_kind(folder)
+    lent = {(r["trace"], r["policy"]): r for r in json.load(open(replay_json))}
+    print(f"{'trace':18} {'policy':17} {'model ms':>9} {'measured ms':>11} {'ratio':>6}")
+    worst = 0.0
+    for key in sorted(data):
+        if key not in lent:
+            continue
+        modelled = lent[key]["modelled_driver_seconds"]
+        total = sum(data[key][1].values())
+        worst = max(worst, abs(total / modelled - 1))
+        print(f"{key[0]:18} {key[1]:17} {modelled * 1e3:9.2f} {total * 1e3:11.2f} {total / modelled:6.2f}")
+    print(f"worst: {worst * 100:.1f}% off")
+    return 0
+
+
 def main(folder, as_json):
     rows, calls = replays(folder), vmm(folder)
     if as_json:
@@ -107,4 +174,8 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         print(__doc__)
         sys.exit(2)
+    if "--fit" in sys.argv[2:]:
+        sys.exit(fit(sys.argv[1]))
+    if "--check" in sys.argv[2:]:
+        sys.exit(check(sys.argv[1], sys.argv[sys.argv.index("--check") + 1]))
     sys.exit(main(sys.argv[1], "--json" in sys.argv[2:]))

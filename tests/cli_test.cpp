@@ -399,6 +399,17 @@ TEST(Cli, SizesPoliciesAndDevicesParse) {
   EXPECT_EQ(parse_device_spec("cuda:1").index, 1);
   EXPECT_THROW(parse_device_spec("sim:0"), usage_error);
   EXPECT_THROW(parse_device_spec("cuda:x"), usage_error);
+  EXPECT_FALSE(parse_device_spec("sim:80GiB").lent_costs);
+  EXPECT_TRUE(parse_device_spec("sim:costs=lent").lent_costs);
+  EXPECT_FALSE(parse_device_spec("sim:costs=lent").capacity.has_value());
+  const auto both = parse_device_spec("sim:80GiB,costs=lent");
+  EXPECT_EQ(*both.capacity, 80 * GiB);
+  EXPECT_TRUE(both.lent_costs);
+  EXPECT_FALSE(parse_device_spec("sim:costs=table").lent_costs);
+  EXPECT_THROW(parse_device_spec("sim:costs=fast"), usage_error);
+  EXPECT_THROW(parse_device_spec("sim:80GiB,90GiB"), usage_error);
+  EXPECT_THROW(parse_device_spec("sim:80GiB,"), usage_error);
+  EXPECT_EQ(sim_options(parse_device_spec("sim:costs=lent")).label, "simulated H200 (lent H200 costs)");
 }
 
 }  // namespace

@@ -420,6 +420,29 @@ TEST(cost_curve, rejects_unordered_points) {
   EXPECT_EQ(cost_curve{}.at(1 * MiB), 0u);
 }
 
+TEST(cost_curve, scaled_multiplies_every_point_and_what_lies_between) {
+  const cost_curve c({{2 * MiB, 1000.0}, {8 * MiB, 3000.0}});
+  const cost_curve twice = c.scaled(2.0);
+  EXPECT_EQ(twice.at(2 * MiB), 2000u);
+  EXPECT_EQ(twice.at(4 * MiB), 4000u);  // halfway in log2: 2000 ns, doubled
+  EXPECT_EQ(twice.at(64 * MiB), 6000u);
+  EXPECT_EQ(c.scaled(0.0).at(4 * MiB), 0u);
+  EXPECT_THROW(c.scaled(-1.0), usage_error);
+}
+
+TEST(cost_model, lent_machine_scales_the_measured_kinds_and_keeps_the_rest) {
+  const cost_model table = cost_model::h200(), lent = cost_model::h200_lent();
+  // 2 MiB handles: cuMemSetAccess 22 us x 1.24, cuMemUnmap 15 x 1.68, cuMemCreate 8.5 x 1.56, cuMemMap 0.7 x 1.85.
+  EXPECT_EQ(lent.cost(device_call::set_access, 2 * MiB), 27'280u);
+  EXPECT_EQ(lent.cost(device_call::mem_unmap, 2 * MiB), 25'200u);
+  EXPECT_EQ(lent.cost(device_call::mem_create, 2 * MiB), 13'260u);
+  EXPECT_EQ(lent.cost(device_call::mem_map, 2 * MiB), 1'295u);
+  EXPECT_EQ(lent.cost(device_call::legacy_malloc, 256), 63'571u);  // 42.1 x 1.51
+  // cudaFree and cuMemRelease were not made in the calibration replays: the table's figures.
+  EXPECT_EQ(lent.cost(device_call::legacy_free, 1 * MiB), table.cost(device_call::legacy_free, 1 * MiB));
+  EXPECT_EQ(lent.cost(device_call::mem_release, 8 * MiB), table.cost(device_call::mem_release, 8 * MiB));
+}
+
 // ---- streams and events -------------------------------------------------------------------------------
 
 TEST(sim_device_streams, unheld_work_completes_at_once) {

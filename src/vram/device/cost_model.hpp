@@ -19,6 +19,8 @@ class cost_curve {
   explicit cost_curve(std::vector<std::pair<std::size_t, double>> points);
   /// @brief Modelled nanoseconds for one call on @p bytes.
   std::uint64_t at(std::size_t bytes) const noexcept;
+  /// @brief The same curve with every cost multiplied by @p factor (>= 0).
+  cost_curve scaled(double factor) const;
 
  private:
   std::vector<std::pair<double, double>> points_;  // (log2 size, ns)
@@ -32,8 +34,13 @@ struct cost_model {
   std::uint64_t cost(device_call c, std::size_t bytes) const noexcept {
     return curves[static_cast<std::size_t>(c)].at(bytes);
   }
-  /// @brief The H200 figures (driver 580, CUDA 13.0).
+  /// @brief The H200 figures (driver 580, CUDA 13.0): the shared table's, the default.
   static cost_model h200();
+  /// @brief The H200 lent to the project, measured on 2026-12-04 (driver 580.159.04): the table's curves,
+  /// each call kind's scaled by the factor bench/calibrate.py --fit found from replays measured there
+  /// (docs/device.md). Within 20% of the measured driver time of every replay measured, including when
+  /// each trace is left out of the fit.
+  static cost_model h200_lent();
   /// @brief Every call free: for tests that count calls only.
   static cost_model zero();
 };

@@ -17,7 +17,7 @@ device_spec parse_device_spec(std::string_view text) {
   const std::string_view tail = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   auto bad = [&](std::string_view why) {
     return usage_error("bad device '" + std::string(text) + "': " + std::string(why) +
-                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, cuda or cuda:N)");
+                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, sim:costs=lent, sim:80GiB,costs=lent, cuda or cuda:N)");
   };
   if (head == "auto") {
     if (colon != std::string_view::npos) throw bad("auto takes no argument");
@@ -25,12 +25,26 @@ device_spec parse_device_spec(std::string_view text) {
   } else if (head == "sim") {
     s.which = device_spec::kind::sim;
     if (colon != std::string_view::npos) {
-      try {
-        s.capacity = parse_size(tail);
-      } catch (const usage_error& e) {
-        throw bad(e.what());
+      std::string_view rest = tail;
+      for (;;) {
+        const auto comma = rest.find(',');
+        const std::string_view part = rest.substr(0, comma);
+        if (part.starts_with("costs=")) {
+          const std::string_view model = part.substr(6);
+          if (model == "lent") s.lent_costs = true;
+          else if (model != "table") throw bad("costs must be table or lent");
+        } else {
+          if (s.capacity) throw bad("two capacities");
+          try {
+            s.capacity = parse_size(part);
+          } catch (const usage_error& e) {
+            throw bad(e.what());
+          }
+          if (*s.capacity == 0) throw bad("capacity must be positive");
+        }
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
       }
-      if (*s.capacity == 0) throw bad("capacity must be positive");
     }
   } else if (head == "cuda") {
     s.which = device_spec::kind::cuda;
@@ -49,6 +63,10 @@ sim_device_options sim_options(const device_spec& spec) {
   if (spec.capacity) {
     o.capacity = round_up(*spec.capacity, o.granularity);
     o.label = "simulated device";
+  }
+  if (spec.lent_costs) {
+    o.costs = cost_model::h200_lent();
+    o.label += " (lent H200 costs)";
   }
   return o;
 }

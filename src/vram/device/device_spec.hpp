@@ -1,5 +1,7 @@
 #pragma once
-// What `--device` accepts: "auto", "sim", "sim:CAPACITY" (e.g. sim:80GiB), "cuda", "cuda:N".
+// What `--device` accepts: "auto", "sim", "sim:CAPACITY" (e.g. sim:80GiB), "sim:costs=MODEL" and
+// "sim:CAPACITY,costs=MODEL" (MODEL: table, the shared H200 figures, the default; or lent, the H200 lent to
+// the project, cost_model::h200_lent), "cuda", "cuda:N".
 
 #include <cstddef>
 #include <memory>
@@ -15,6 +17,7 @@ namespace vram {
 struct device_spec {
   enum class kind { automatic, sim, cuda } which = kind::automatic;
   std::optional<std::size_t> capacity;  // sim only
+  bool lent_costs = false;               // sim only: cost_model::h200_lent() rather than h200()
   int index = 0;                        // cuda only
   std::string text;                     // as written
 };
