@@ -1,6 +1,6 @@
 // The growth planner on books set up by hand (no device): where a block goes in mapped memory, by best fit
-// or by the least memory pinned, and where growth maps memory for it: the top of the zone, or a hole once the
-// arena is lean. Zones of 2 MiB granules; offsets in MiB from the zone's base.
+// or by the least memory pinned, and where growth maps memory for it: the top of the zone, a hole once the
+// arena is lean, a free end of a handle elsewhere (an alias) once it is tight. Zones of 2 MiB granules; offsets in MiB from the zone's base.
 #include <gtest/gtest.h>
 
 #include "vram/pool/growth_planner.hpp"
@@ -91,6 +91,38 @@ TEST(GrowthPlanner, ALeanArenaFillsAHoleWhereARoomyOneGrowsAtTheTop) {
   p = plan_growth(b.m, b.m.pieces(), 7 * MiB, 512, 0, false, settings(pressure::lean));
   EXPECT_EQ(p.block, base + 8 * MiB);
   EXPECT_EQ(p.need, 8 * MiB);
+}
+
+TEST(GrowthPlanner, ATightArenaPutsABlocksFirstBytesInAFreeEndElsewhere) {
+  books b;
+  // H0 [0, 2): a block in [0, 1.5), its free end [1.5, 2) beside a gap [2, 4) too small for the block;
+  // H1 [4, 6) all live; the top from 6.
+  b.handle_with_block(0, 0, 1.5);
+  b.handle_with_block(4, 0, 2);
+  b.m.keep_pieces(true);
+  ASSERT_EQ(b.m.pieces().length_at(piece_index::side::suffix, base + 2 * MiB), MiB / 2);
+  // 4.5 MiB. Short of tight: at the top, 3 granules at 6 MiB.
+  auto p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, false, settings(pressure::lean));
+  ASSERT_TRUE(p.valid);
+  EXPECT_EQ(p.block, base + 6 * MiB);
+  EXPECT_EQ(p.need, 6 * MiB);
+  EXPECT_EQ(p.head_use, 0u);
+  // Tight: its first 0.5 MiB in H0's free end, mapped again in a fresh range ahead of 4 MiB of new memory.
+  // It pins 4 MiB (H0 is busy already) where the top pins 6, in one call more.
+  p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, true, settings(pressure::tight));
+  ASSERT_TRUE(p.valid);
+  EXPECT_TRUE(p.fresh);
+  EXPECT_EQ(p.need, 4 * MiB);
+  EXPECT_EQ(p.head_use, MiB / 2);
+  EXPECT_EQ(p.head.at, base + 3 * MiB / 2);
+  EXPECT_EQ(p.head.handle_bytes, 2 * MiB);
+  EXPECT_EQ(p.tail_use, 0u);
+  EXPECT_EQ(p.pinned, 4 * MiB);
+  EXPECT_EQ(p.calls, 2u);
+  // Tight with aliasing off: the top again.
+  p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, true, {64 * MiB, pressure::tight, false});
+  EXPECT_EQ(p.block, base + 6 * MiB);
+  EXPECT_EQ(p.head_use, 0u);
 }
 
 TEST(GrowthPlanner, PlansCompareByPinningWhenTightAndByGrowingOtherwise) {
