@@ -225,6 +225,40 @@ TEST(Pickle, RefusesDeepNestingAndStackMisuse) {
 
 // ---- the snapshot's meaning ----
 
+// A list that grows while an entry's frames are read keeps its items when the frames are dropped: only the
+// frames' own containers give theirs back.
+TEST(Pickle, DroppingAnEntrysFramesLeavesEveryOtherContainersItems) {
+  auto str = [](std::string_view v) { return std::string("\x8c") + static_cast<char>(v.size()) + std::string(v) + "\x94"; };
+  std::string b = "\x80\x04}\x94(";         // the root dict (memo 0), its MARK
+  b += str("other") + "]\x94";               // 'other' (1): a list A (2)
+  b += str("entries") + "]\x94";             // 'entries' (3): a list E (4)
+  b += "}\x94(" + str("action") + str("alloc") + str("size") + std::string("M\x00\x02", 3);  // an entry (5), size 512
+  b += str("frames") + "]\x94";              // 'frames': a list L (10)
+  b += "h\x02K*a0";                          // A fetched from the memo, 42 ('*') appended to it, A popped
+  b += "}\x94" + str("name") + str("f") + "sa";  // a frame dict, appended to L
+  b += "ua";                                 // the entry's items (it becomes a record), appended to E
+  b += "u.";                                 // the root's items
+  std::size_t at = 0;
+  const detail::pickle_read read = [&](char* out, std::size_t len) {
+    const std::size_t n = std::min(len, b.size() - at);
+    std::copy_n(b.data() + at, n, out);
+    at += n;
+    return n;
+  };
+  const detail::pickle_records records{"action", {"addr", "size", "stream", "time_us"}, "frames"};
+  const auto t = detail::read_pickle({}, read, "test.pickle", {}, &records);
+  const auto a = t.find(t.root(), "other");
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(t.items(*a).size(), 1u);
+  EXPECT_EQ(t.integer(t.items(*a)[0]), 42);
+  const auto e = t.find(t.root(), "entries");
+  ASSERT_TRUE(e.has_value());
+  ASSERT_EQ(t.items(*e).size(), 1u);
+  ASSERT_EQ(t.kind_of(t.items(*e)[0]), detail::pickle_tree::kind::record);
+  EXPECT_EQ(t.record_tag(t.items(*e)[0]), "alloc");
+  EXPECT_EQ(t.record_of(t.items(*e)[0]).fields[1], 512);
+}
+
 TEST(Snapshot, ReadsEveryActionWithItsFieldsAndIgnoresFrames) {
   const std::uint64_t seg = 0x7f5a00000000, stream = 94'412'345'678'912;
   const py snap = snapshot({py::list({

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "vram/core/error.hpp"
@@ -147,13 +148,15 @@ class pickle_machine {
   }
 
   ref make_container(kind k) {
-    if (!free_containers_.empty()) {  // the slot of a dict made a record
+    pickle_tree::container c;
+    c.born = tree_.items_.size();
+    if (!free_containers_.empty()) {  // the slot of a dict made a record, or of dropped frames
       const std::uint64_t slot = free_containers_.back();
       free_containers_.pop_back();
-      tree_.containers_[slot] = pickle_tree::container{};
+      tree_.containers_[slot] = c;
       return make(k, slot);
     }
-    tree_.containers_.emplace_back();
+    tree_.containers_.push_back(c);
     return make(k, tree_.containers_.size() - 1);
   }
 
@@ -264,13 +267,7 @@ class pickle_machine {
     if (!tagged) return false;
     tree_.records_.push_back(rec);
     const ref r = make(kind::record, tree_.records_.size() - 1);
-    if (dropped) {  // the frames' items, when they are the last in the shared array
-      auto& c = tree_.containers_[pickle_tree::payload(*dropped)];
-      if (c.capacity > 0 && c.offset + c.capacity == tree_.items_.size()) {
-        tree_.items_.resize(c.offset);
-        c = pickle_tree::container{0, 0, 0, c.memo};
-      }
-    }
+    if (dropped) drop_frames(*dropped, tree_.containers_[pickle_tree::payload(dict)].born);
     // The record replaces the dict under the MARK and in the memo, and the dict's slot is reused. (A
     // hand-made pickle that kept another reference to the dict, by DUP, reads another container there: a
     // wrong value, never a wrong access.)
@@ -282,6 +279,40 @@ class pickle_machine {
     free_containers_.push_back(pickle_tree::payload(dict));
     stack_.resize(m);
     return true;
+  }
+
+  // The dropped list of a compacted dict (PyTorch's frames: a list of flat dicts), when it was made after the
+  // dict (an older one, fetched from the memo, stays as it is): its slot and those of the containers made
+  // inside it are reused, and their items go where they end the shared array. Each container's items are
+  // its own, so cutting them touches no other container; a later memo fetch of a freed one reads another
+  // container: a wrong value, never a wrong access.
+  void drop_frames(ref list, std::uint64_t dict_born) {
+    constexpr std::uint64_t freed = ~std::uint64_t{0};
+    const std::uint64_t slot = pickle_tree::payload(list);
+    const pickle_tree::container c = tree_.containers_[slot];
+    if (c.born == freed || c.born < dict_born) return;
+    regions_.clear();
+    auto release = [&](std::uint64_t s) {
+      auto& x = tree_.containers_[s];
+      regions_.emplace_back(x.offset, x.capacity);
+      x = pickle_tree::container{};
+      x.born = freed;
+      free_containers_.push_back(s);
+    };
+    for (const ref item : tree_.items(list)) {
+      const kind k = tree_.kind_of(item);
+      if (k != kind::dict && k != kind::list && k != kind::tuple) continue;
+      const std::uint64_t child = pickle_tree::payload(item);
+      const std::uint64_t born = tree_.containers_[child].born;
+      if (child != slot && born != freed && born >= c.born) release(child);  // made inside the list, once
+    }
+    release(slot);
+    std::sort(regions_.begin(), regions_.end(), std::greater<>());
+    for (const auto& [offset, capacity] : regions_) {
+      if (capacity == 0) continue;
+      if (offset + capacity != tree_.items_.size()) break;
+      tree_.items_.resize(offset);
+    }
   }
 
   // What the interned string @p id is as a key of a record (pickle_records): a field's index, role_tag,
@@ -540,6 +571,7 @@ class pickle_machine {
   std::vector<ref> memo_;
   std::unordered_map<std::uint64_t, ref> sparse_memo_;
   std::vector<std::uint64_t> free_containers_;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> regions_;  // drop_frames' scratch: (offset, capacity)
   std::vector<std::int8_t> roles_;  // by string id; -1: not worked out yet
 };
 

@@ -77,6 +77,7 @@ class pickle_tree {
     std::uint64_t offset = 0;  // into items_
     std::uint32_t size = 0, capacity = 0;
     std::uint64_t memo = ~std::uint64_t{0};  // the memo index it was stored at, if any
+    std::uint64_t born = 0;  // items_.size() when it was made: what its subtree appended lies beyond
   };
   std::vector<container> containers_;
   std::vector<record> records_;
