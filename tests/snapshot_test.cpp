@@ -54,7 +54,8 @@ class temp_file {
   std::string path_;
 };
 
-detail::pickle_tree parse(const std::string& bytes, const detail::pickle_limits& limits = {}) {
+detail::pickle_tree parse(const std::string& bytes, const detail::pickle_limits& limits = {},
+                          const detail::pickle_records* records = nullptr) {
   std::size_t at = 0;
   const detail::pickle_read read = [&](char* out, std::size_t len) {
     const std::size_t n = std::min(len, bytes.size() - at);
@@ -62,7 +63,7 @@ detail::pickle_tree parse(const std::string& bytes, const detail::pickle_limits&
     at += n;
     return n;
   };
-  return detail::read_pickle({}, read, "test.pickle", limits);
+  return detail::read_pickle({}, read, "test.pickle", limits, records);
 }
 
 std::string pickle_error(const std::string& bytes, const detail::pickle_limits& limits = {}) {
@@ -238,15 +239,8 @@ TEST(Pickle, DroppingAnEntrysFramesLeavesEveryOtherContainersItems) {
   b += "}\x94" + str("name") + str("f") + "sa";  // a frame dict, appended to L
   b += "ua";                                 // the entry's items (it becomes a record), appended to E
   b += "u.";                                 // the root's items
-  std::size_t at = 0;
-  const detail::pickle_read read = [&](char* out, std::size_t len) {
-    const std::size_t n = std::min(len, b.size() - at);
-    std::copy_n(b.data() + at, n, out);
-    at += n;
-    return n;
-  };
   const detail::pickle_records records{"action", {"addr", "size", "stream", "time_us"}, "frames"};
-  const auto t = detail::read_pickle({}, read, "test.pickle", {}, &records);
+  const auto t = parse(b, {}, &records);
   const auto a = t.find(t.root(), "other");
   ASSERT_TRUE(a.has_value());
   ASSERT_EQ(t.items(*a).size(), 1u);
