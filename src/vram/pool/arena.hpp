@@ -62,7 +62,6 @@
 #include <vector>
 
 #include "vram/core/types.hpp"
-#include "vram/core/range_set.hpp"
 #include "vram/pool/growth_pace.hpp"
 #include "vram/pool/growth_planner.hpp"
 #include "vram/pool/handle_map.hpp"

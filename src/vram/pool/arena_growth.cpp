@@ -1,13 +1,11 @@
 // How the arena grows: judging its pressure, choosing between the plans of growth_planner.hpp, and carrying
 // the chosen one out with the device (spares first, then cold handles recycled, then new ones); see arena.hpp
 // for the policy.
-#include <fmt/format.h>
+#include "vram/pool/arena.hpp"
 
 #include <algorithm>
 
-#include "vram/core/error.hpp"
 #include "vram/device/device.hpp"
-#include "vram/pool/arena.hpp"
 
 namespace vram::detail {
 
