@@ -195,7 +195,7 @@ class arena {
   arena(device& dev, arena_options options, std::size_t device_total);
 
   // Placement and growth (arena_growth.cpp); the plans come from growth_planner.hpp.
-  void judge_tightness(std::size_t size);
+  void update_pressure(std::size_t size);
   growth_settings settings() const noexcept;
   void take(const growth_plan& p, std::size_t size);
   void note_growth(const growth_plan& p, device_ptr block, std::size_t size);

@@ -11,10 +11,9 @@ namespace vram::detail {
 
 growth_settings arena::settings() const noexcept { return {handle_cap(), pressure_, options_.aliasing}; }
 
-// Tight: the device (or the limit) no longer has room for tight_budgets cache budgets beside this block;
-// full: not even for one. Lean: no room for one under the reserve bound (reserve_ratio x the peak in use), or
-// tight.
-void arena::judge_tightness(std::size_t s) {
+// The pressure for a request of s bytes (pressure.hpp), and the piece index kept from the first tight request
+// until 1024 requests in a row find the arena short of tight.
+void arena::update_pressure(std::size_t s) {
   pressure_ = judge_pressure({.request = s,
                               .reserved = map_.reserved(),
                               .in_use = in_use_,
@@ -32,7 +31,7 @@ void arena::judge_tightness(std::size_t s) {
 }
 
 device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size_t zi) {
-  judge_tightness(size);
+  update_pressure(size);
   const growth_plan p = plan_mapped(map_, size, align, zi, tight());
   // A tight arena may rather grow than pin cold memory; allocate() decides that, with every candidate.
   if (!p.valid || (p.pinned > 0 && tight())) return 0;
@@ -42,7 +41,7 @@ device_ptr arena::allocate_mapped(std::size_t size, std::size_t align, std::size
 
 device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) {
   if (!deferred_.empty()) settle_unmaps(false);  // address ranges whose fences have completed become gaps
-  judge_tightness(size);
+  update_pressure(size);
   const bool gen = tight();
   if (tight() && !map_.idle_views().empty())
     counters_.views_dissolved += map_.dissolve_idle_views([this](handle_map::mapping m) { unmapped(m); });
