@@ -2,6 +2,8 @@
 // pieces beside gaps, worked out by hand on a zone of 2 MiB granules. validate() runs after every step.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <vector>
 
 #include "vram/core/error.hpp"
@@ -143,6 +145,99 @@ TEST(HandleMap, PiecesAreTheFreeEndsBesideGaps) {
   m.keep_pieces(false);
   EXPECT_TRUE(m.pieces().empty());
   m.validate(0);
+}
+
+// A random run of everything the arena does with the books but aliasing: handles made, spared, mapped where
+// the address space has room, blocks of a granule placed and freed, cold handles unmapped and released. After
+// every step the books validate and their totals agree with a plain list of the handles.
+TEST(HandleMap, AgreesWithAPlainListOverARandomRun) {
+  struct model {
+    std::size_t bytes;
+    bool mapped = false;
+    std::vector<device_ptr> blocks;  // granules with a live block
+  };
+  handle_map m(base, 64 * MiB, 1, 2 * MiB);
+  std::map<std::uint32_t, model> handles;
+  std::mt19937_64 rng(20261204);
+  std::size_t placed = 0, unmapped = 0;
+  for (int step = 0; step < 20000; ++step) {
+    std::vector<std::uint32_t> ids;
+    for (const auto& [id, h] : handles) ids.push_back(id);
+    const std::uint32_t pick = ids.empty() ? 0 : ids[rng() % ids.size()];
+    switch (rng() % 6) {
+      case 0: {  // a new spare
+        const std::size_t bytes = (rng() % 2 + 1) * 2 * MiB;
+        const auto id = m.add_handle(phys_handle{1} + step, bytes);
+        m.add_spare(id);
+        handles[id] = model{bytes};
+        break;
+      }
+      case 1: {  // a spare mapped where the address space has room, all free
+        if (ids.empty() || handles[pick].mapped) break;
+        const auto at = m.zone_at(0).unmapped.find_best_fit(handles[pick].bytes, 2 * MiB);
+        if (!at) break;
+        m.take_spare(pick);
+        m.add_view(pick, *at);
+        m.free_insert(*at, handles[pick].bytes);
+        handles[pick].mapped = true;
+        break;
+      }
+      case 2:
+      case 3: {  // a block of one granule in a free granule of a mapped handle
+        if (ids.empty() || !handles[pick].mapped) break;
+        const device_ptr va = m.view(m.handle(pick).views.front()).va;
+        const device_ptr g = va + (rng() % (handles[pick].bytes / (2 * MiB))) * 2 * MiB;
+        const auto f = m.zone_at(0).free.containing(g);
+        if (!f || f->first + f->second < g + 2 * MiB) break;
+        m.free_erase(g, 2 * MiB);
+        m.touch(g, 2 * MiB);
+        handles[pick].blocks.push_back(g);
+        ++placed;
+        break;
+      }
+      case 4: {  // a block freed, or a cold handle unmapped
+        if (ids.empty() || !handles[pick].mapped) break;
+        auto& h = handles[pick];
+        if (!h.blocks.empty()) {
+          const device_ptr g = h.blocks.back();
+          h.blocks.pop_back();
+          m.untouch(g, 2 * MiB);
+          m.free_insert(g, 2 * MiB);
+        } else {
+          m.drop_stale_cold();
+          m.unmap_handle(pick, [&](handle_map::mapping gone) { m.address_unmapped(gone); });
+          h.mapped = false;
+          ++unmapped;
+        }
+        break;
+      }
+      case 5: {  // a spare released
+        if (ids.empty() || handles[pick].mapped) break;
+        m.take_spare(pick);
+        EXPECT_NE(m.remove_handle(pick), phys_handle{0});
+        handles.erase(pick);
+        break;
+      }
+    }
+    m.validate(0);
+    std::size_t reserved = 0, mapped = 0, spare = 0, cold = 0, live = 0;
+    for (const auto& [id, h] : handles) {
+      reserved += h.bytes;
+      (h.mapped ? mapped : spare) += h.bytes;
+      if (h.mapped && h.blocks.empty()) cold += h.bytes;
+      live += h.blocks.size() * 2 * MiB;
+      ASSERT_EQ(m.handle(id).busy, h.blocks.size());
+    }
+    ASSERT_EQ(m.reserved(), reserved);
+    ASSERT_EQ(m.mapped(), mapped);
+    ASSERT_EQ(m.spare_bytes(), spare);
+    ASSERT_EQ(m.cold_bytes(), cold);
+    ASSERT_EQ(m.free_memory().total, mapped - live);
+    ASSERT_EQ(m.zone_at(0).unmapped.total(), 64 * MiB - mapped);
+  }
+  // The run did each thing many times.
+  EXPECT_GT(placed, 250u) << placed;
+  EXPECT_GT(unmapped, 100u) << unmapped;
 }
 
 TEST(HandleMap, BooksThatDisagreeAreCaught) {
