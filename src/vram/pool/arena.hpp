@@ -154,8 +154,6 @@ class arena {
   std::size_t span() const noexcept { return map_.span(); }
   device_ptr zone_base(std::size_t z) const noexcept { return map_.zone_base(z); }
   std::size_t zone_span() const noexcept { return map_.zone_span(); }
-  /// @brief The books, to read.
-  const handle_map& books() const noexcept { return map_; }
   const arena_counters& counters() const noexcept { return counters_; }
   std::size_t limit() const noexcept { return options_.limit; }
   void set_limit(std::size_t bytes) noexcept { options_.limit = bytes; }

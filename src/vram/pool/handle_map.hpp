@@ -76,7 +76,6 @@ class handle_map {
   const zone& zone_at(std::size_t z) const noexcept { return zones_[z]; }
   const zone& zone_of(device_ptr p) const noexcept { return zones_[zone_index(p)]; }
   const granule& granule_at(device_ptr p) const noexcept { return granules_[granule_of(p)]; }
-  bool mapped_at(device_ptr p) const noexcept { return granule_at(p).view != none; }
 
   // Handles and views.
   const handle_rec& handle(std::uint32_t idx) const noexcept { return handles_[idx]; }
