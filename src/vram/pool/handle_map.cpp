@@ -11,6 +11,22 @@
 
 namespace vram::detail {
 
+namespace {
+
+// A slot of @p slots for a new record: the last one freed, else a new one at the end.
+template <class T>
+std::uint32_t take_slot(std::vector<T>& slots, std::vector<std::uint32_t>& freed) {
+  if (!freed.empty()) {
+    const std::uint32_t s = freed.back();
+    freed.pop_back();
+    return s;
+  }
+  slots.emplace_back();
+  return static_cast<std::uint32_t>(slots.size() - 1);
+}
+
+}  // namespace
+
 handle_map::handle_map(device_ptr base, std::size_t zone_span, std::size_t zones, std::size_t granularity)
     : granularity_(granularity), base_(base), zone_span_(zone_span) {
   VRAM_ASSERT(zones > 0 && zone_span % granularity == 0 && base % granularity == 0,
@@ -63,14 +79,7 @@ bool handle_map::holds_live(std::uint32_t v) const noexcept {
 
 std::uint32_t handle_map::add_handle(phys_handle h, std::size_t bytes) {
   VRAM_ASSERT(bytes > 0 && bytes % granularity_ == 0, "handle_map::add_handle: a handle is whole granules");
-  std::uint32_t s;
-  if (!free_slots_.empty()) {
-    s = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    handles_.emplace_back();
-    s = static_cast<std::uint32_t>(handles_.size() - 1);
-  }
+  const std::uint32_t s = take_slot(handles_, free_slots_);
   handles_[s] = handle_rec{h, bytes, 0, true, false, {}};
   reserved_ += bytes;
   return s;
@@ -154,14 +163,7 @@ void handle_map::foreign_insert(device_ptr p, std::size_t n) { zone_of(p).foreig
 
 std::uint32_t handle_map::add_view(std::uint32_t idx, device_ptr va) {
   auto& h = handles_[idx];
-  std::uint32_t v;
-  if (!free_views_.empty()) {
-    v = free_views_.back();
-    free_views_.pop_back();
-  } else {
-    v = static_cast<std::uint32_t>(views_.size());
-    views_.emplace_back();
-  }
+  const std::uint32_t v = take_slot(views_, free_views_);
   views_[v] = view_rec{idx, va};
   zone_of(va).unmapped.erase(va, h.bytes);
   for (std::size_t g = granule_of(va), n = h.bytes / granularity_; n > 0; --n, ++g) granules_[g].view = v;
