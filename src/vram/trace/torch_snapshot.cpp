@@ -6,9 +6,8 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
-#include <unordered_set>
 
+#include "vram/core/address_map.hpp"
 #include "vram/core/error.hpp"
 
 namespace vram::detail {
@@ -205,8 +204,8 @@ class snapshot_reader {
 
   // What was live before the first entry: see the header.
   void infer_start(snapshot_device_trace& out, const std::vector<ref>& segments) {
-    std::unordered_map<std::uint64_t, std::uint64_t> live, segs;
-    std::unordered_set<std::uint64_t> pending;  // free_requested, not yet completed
+    address_map<std::uint64_t> live, segs;  // address -> bytes
+    address_map<bool> pending;                // free_requested, not yet completed
     std::vector<trace_event> before;            // what is added at the start
     std::uint64_t freed_before = 0, freed_before_bytes = 0, orphans = 0;
     std::uint64_t segs_before = 0, segs_before_bytes = 0;
@@ -217,28 +216,28 @@ class snapshot_reader {
       const trace_event e = out.events[i];
       switch (e.action) {
         case trace_action::alloc:
-          live[e.addr] = e.size;
+          live.insert_or_assign(e.addr, e.size);
           pending.erase(e.addr);
           break;
         case trace_action::free_requested:
-          if (live.erase(e.addr) == 0) {
+          if (!live.erase(e.addr)) {
             before.push_back(trace_event{0, e.addr, e.size, e.stream, trace_action::alloc});
             ++freed_before;
             freed_before_bytes += e.size;
           }
-          pending.insert(e.addr);
+          pending.insert_or_assign(e.addr, true);
           break;
         case trace_action::free_completed:
-          if (pending.erase(e.addr) == 0) {
+          if (!pending.erase(e.addr)) {
             ++orphans;
             continue;  // dropped: its block was never seen
           }
           break;
         case trace_action::segment_alloc:
-          segs[e.addr] = e.size;
+          segs.insert_or_assign(e.addr, e.size);
           break;
         case trace_action::segment_free:
-          if (segs.erase(e.addr) == 0) {
+          if (!segs.erase(e.addr)) {
             before.push_back(trace_event{0, e.addr, e.size, e.stream, trace_action::segment_alloc});
             ++segs_before;
             segs_before_bytes += e.size;
@@ -277,9 +276,9 @@ class snapshot_reader {
       if (is_expandable) {
         expandable_total += total;
         if (!expandable_addr) expandable_addr = address;
-      } else if (segs.find(address) == segs.end()) {
+      } else if (!segs.contains(address)) {
         before.push_back(trace_event{0, address, total, 0, trace_action::segment_alloc});
-        segs[address] = total;
+        segs.insert_or_assign(address, total);
         ++segs_before;
         segs_before_bytes += total;
       }
@@ -294,13 +293,13 @@ class snapshot_reader {
         const auto state = field(block, "state");
         if (!state || t_.kind_of(*state) != kind::string || t_.text(*state) != "active_allocated") continue;
         const std::uint64_t addr = static_cast<std::uint64_t>(integer(block, "address", bwhere));
-        if (live.count(addr) != 0) continue;
+        if (live.contains(addr)) continue;
         // Live at the end and never allocated in the trace: allocated before it, and never freed.
         const std::uint64_t size = field(block, "requested_size") ? unsigned_integer(block, "requested_size", bwhere)
                                                                    : unsigned_integer(block, "size", bwhere);
         const std::uint64_t stream = field(seg, "stream") ? static_cast<std::uint64_t>(integer(seg, "stream", where)) : 0;
         before.push_back(trace_event{0, addr, size, stream, trace_action::alloc});
-        live[addr] = size;
+        live.insert_or_assign(addr, size);
         ++blocks_at_end;
         blocks_at_end_bytes += size;
       }
