@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/expect_events.hpp"
+#include "support/pickle_describe.hpp"
 #include "support/pickle_writer.hpp"
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
@@ -222,6 +223,87 @@ TEST(Pickle, RefusesDeepNestingAndStackMisuse) {
   EXPECT_THAT(pickle_error(std::string("\x80\x04" "a.", 4)), HasSubstr("the opcode needs a value and the stack has none"));
   EXPECT_THAT(pickle_error(std::string("\x80\x04" "e.", 4)), HasSubstr("the opcode needs a MARK and there is none"));
   EXPECT_THAT(pickle_error(std::string("\x80\x04(N.", 5)), HasSubstr("STOP with a MARK still open"));
+}
+
+// What the machine reads with trace entries compacted, whole (the fast path) or one opcode at a time.
+std::string read_described(const std::string& bytes, bool whole_entries) {
+  detail::pickle_records records = detail::snapshot_records();
+  records.whole_entries = whole_entries;
+  try {
+    return test::describe(parse(bytes, {}, &records));
+  } catch (const input_error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// Entries in the shapes a snapshot holds, each read whole or given back to the opcode-by-opcode path: the
+// tree is the one worked out here either way.
+TEST(Pickle, ReadsTraceEntriesWholeAsOneOpcodeAtATime) {
+  const py frame = py::dict({"filename", "model.py", "line", 12, "name", "forward"});
+  const py entries = py::list({
+      // frames last and empty; an address of 6 bytes (LONG1) and one of 8, negative
+      py::dict({"action", "alloc", "addr", std::int64_t{139714900262912}, "size", 512, "stream", 0, "time_us", 10,
+                "frames", py::list({})}),
+      py::dict({"frames", py::list({}), "action", "free_requested", "addr", -(std::int64_t{1} << 40), "size", 512,
+                "time_us", 20}),  // frames first, no stream
+      py::dict({"action", "free_completed", "addr", INT64_MAX, "size", 70000, "stream", 7, "time_us", 30,
+                "frames", py::list({frame})}),  // a new frame dict inside
+      py::dict({"action", "alloc", "addr", 1024, "size", "x"}),  // a str size: no record, a dict
+      py::dict({"action", "segment_alloc", "addr", 1024, "size", 4096, "compile_context", "N/A", "user_metadata", "",
+                "frames", py::list({frame})}),  // the frame again, fetched from the memo
+  });
+  const std::string want =
+      "{'device_traces' [[R(alloc,139714900262912,512,0,10) R(free_requested,-1099511627776,512,-,20) "
+      "R(free_completed,9223372036854775807,70000,7,30) {'action' 'alloc' 'addr' 1024 'size' 'x' } "
+      "R(segment_alloc,1024,4096,-,-) ] ] }";
+  for (const bool share : {false, true}) {
+    const std::string bytes = pickle(py::dict({"device_traces", py::list({entries})}), share);
+    EXPECT_EQ(read_described(bytes, true), want) << share;
+    EXPECT_EQ(read_described(bytes, false), want) << share;
+  }
+}
+
+// Protocol 2 memoizes with BINPUT and writes strings with BINUNICODE; a FRAME may fall between any two
+// opcodes of protocol 4. Both read the same entry.
+TEST(Pickle, ReadsAnEntryWholeInProtocol2AndAroundAFrameOpcode) {
+  auto text = [](std::string_view v, char memo) {
+    return std::string("X") + static_cast<char>(v.size()) + std::string(3, '\0') + std::string(v) + "q" + memo;
+  };
+  // {'action': 'alloc', 'addr': 1024, 'size': 512, 'frames': []}, as pickle.dumps(..., protocol=2) writes it
+  const std::string p2 = std::string("\x80\x02}q\x00(", 6) + text("action", 1) + text("alloc", 2) + text("addr", 3) +
+                         std::string("M\x00\x04", 3) + text("size", 4) + std::string("M\x00\x02", 3) +
+                         text("frames", 5) + std::string("]q\x06u.", 5);
+  EXPECT_EQ(read_described(p2, true), "R(alloc,1024,512,-,-)");
+  EXPECT_EQ(read_described(p2, false), "R(alloc,1024,512,-,-)");
+  // The same dict in protocol 4, with a FRAME opcode (its 8-byte length) after the value 1024.
+  std::string p4 = pickle(py::dict({"action", "alloc", "addr", 1024, "size", 512, "frames", py::list({})}));
+  const std::size_t after_addr = p4.find(std::string("M\x00\x04", 3)) + 3;
+  p4.insert(after_addr, std::string("\x95\x20\x00\x00\x00\x00\x00\x00\x00", 9));
+  EXPECT_EQ(read_described(p4, true), "R(alloc,1024,512,-,-)");
+  EXPECT_EQ(read_described(p4, false), "R(alloc,1024,512,-,-)");
+}
+
+// A frame dict made inside an entry's frames goes with them; PyTorch fetches a frame it pickled before from
+// the memo, and that fetch now reads None rather than whatever container took the frame's slot (before, an
+// empty dict here).
+TEST(Pickle, AFetchOfADroppedFrameReadsNone) {
+  auto str = [](std::string_view v) { return std::string("\x8c") + static_cast<char>(v.size()) + std::string(v) + "\x94"; };
+  std::string b = "\x80\x04}\x94(";                                // the root dict (memo 0), its MARK
+  b += str("entries") + "]\x94(";                                   // 'entries' (1): a list E (2), its MARK
+  b += "}\x94(" + str("action") + str("alloc") + str("frames");    // an entry (3), 'action' (4), 'alloc' (5), 'frames' (6)
+  b += "]\x94}\x94" + str("name") + str("f") + "sau";              // L (7) holding a frame F (8) {'name': 'f'}
+  b += "e";                                                        // the entry, a record now, into E
+  b += str("later") + "h\x08";                                     // 'later' (11): F fetched from the memo
+  b += "u.";
+  for (const bool whole : {true, false})
+    EXPECT_EQ(read_described(b, whole), "{'entries' [R(alloc,-,-,-,-) ] 'later' N }") << whole;
+  // A "frame" with the tag's key and two items is compacted as it is read, and a record is no container to
+  // give back: its memo entry stays, and the later fetch reads it.
+  std::string r = "\x80\x04}\x94(" + str("entries") + "]\x94(" + "}\x94(" + str("action") + str("alloc") + str("frames");
+  r += "]\x94}\x94(" + str("action") + str("x") + str("line") + "K\x01" + "uau";  // F (8): {'action': 'x', 'line': 1}
+  r += "e" + str("later") + "h\x08" + "u.";
+  for (const bool whole : {true, false})
+    EXPECT_EQ(read_described(r, whole), "{'entries' [R(alloc,-,-,-,-) ] 'later' R(x,-,-,-,-) }") << whole;
 }
 
 // ---- the snapshot's meaning ----

@@ -4,7 +4,9 @@
 //   torch_csv    rows after the torch header, parsed in memory;
 //   rmm_csv      rows after the RMM header, parsed in memory;
 //   vram_format  vram's binary format, parsed in memory;
-//   snapshot     a PyTorch memory snapshot: the pickle machine, then the snapshot's meaning, in memory.
+//   snapshot     a PyTorch memory snapshot: the pickle machine, then the snapshot's meaning, in memory;
+//   pickle_paths the pickle machine twice, reading trace entries whole and one opcode at a time: the same
+//                tree (as text), or the same error, or the target traps.
 // A reader may refuse its input (input_error) but never crash, overflow, leak, or take memory beyond what the
 // events it holds need: scripts/fuzz runs each with AddressSanitizer, UBSan and an RSS limit.
 #include <sys/mman.h>
@@ -16,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "support/pickle_describe.hpp"
 #include "vram/core/error.hpp"
 #include "vram/trace/rmm_csv.hpp"
 #include "vram/trace/pickle.hpp"
@@ -49,7 +52,7 @@ void parse_csv(std::string_view header, std::string_view rows, bool torch) {
   else (void)vram::detail::parse_rmm_csv(src, name);
 }
 
-void parse_snapshot(std::string_view bytes) {
+vram::detail::pickle_tree parse_pickle(std::string_view bytes, const vram::detail::pickle_records& records) {
   std::size_t at = 0;
   const vram::detail::pickle_read read = [&](char* out, std::size_t len) {
     const std::size_t n = std::min(len, bytes.size() - at);
@@ -57,8 +60,27 @@ void parse_snapshot(std::string_view bytes) {
     at += n;
     return n;
   };
-  const auto tree = vram::detail::read_pickle({}, read, name, {}, &vram::detail::snapshot_records());
+  return vram::detail::read_pickle({}, read, name, {}, &records);
+}
+
+void parse_snapshot(std::string_view bytes) {
+  const auto tree = parse_pickle(bytes, vram::detail::snapshot_records());
   (void)vram::detail::read_torch_snapshot(tree, name);
+}
+
+// The tree as text, or the error's message.
+std::string read_as_text(std::string_view bytes, bool whole_entries) {
+  vram::detail::pickle_records records = vram::detail::snapshot_records();
+  records.whole_entries = whole_entries;
+  try {
+    return vram::test::describe(parse_pickle(bytes, records));
+  } catch (const vram::input_error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+void compare_paths(std::string_view bytes) {
+  if (read_as_text(bytes, true) != read_as_text(bytes, false)) __builtin_trap();
 }
 
 }  // namespace
@@ -74,8 +96,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parse_csv("Thread,Time,Action,Pointer,Size,Stream\n", bytes, false);
 #elif VRAM_FUZZ_TARGET == 3
     (void)vram::detail::parse_vram_format(bytes, name);
-#else
+#elif VRAM_FUZZ_TARGET == 4
     parse_snapshot(bytes);
+#else
+    compare_paths(bytes);
 #endif
   } catch (const vram::input_error&) {  // refusing bad input is the job; anything else escapes and is a finding
   }
