@@ -31,6 +31,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/core/range_set.hpp"
+#include "vram/core/slots.hpp"
 
 namespace vram {
 namespace detail {
@@ -219,14 +220,7 @@ device_ptr sim_device::impl::small_malloc(std::size_t rounded) {
     if (!fits(detail::legacy_page)) return 0;
     const device_ptr base = legacy_space.take(detail::legacy_page, detail::legacy_page);
     if (base == 0) return 0;
-    std::uint32_t idx;
-    if (!spare_pages.empty()) {
-      idx = spare_pages.back();
-      spare_pages.pop_back();
-    } else {
-      idx = static_cast<std::uint32_t>(pages.size());
-      pages.emplace_back();
-    }
+    const std::uint32_t idx = detail::take_slot(pages, spare_pages);
     auto& page = pages[idx];
     page.base = base;
     page.block = static_cast<std::uint32_t>(rounded);

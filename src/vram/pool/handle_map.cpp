@@ -8,24 +8,9 @@
 
 #include "vram/core/assert.hpp"
 #include "vram/core/error.hpp"
+#include "vram/core/slots.hpp"
 
 namespace vram::detail {
-
-namespace {
-
-// A slot of @p slots for a new record: the last one freed, else a new one at the end.
-template <class T>
-std::uint32_t take_slot(std::vector<T>& slots, std::vector<std::uint32_t>& freed) {
-  if (!freed.empty()) {
-    const std::uint32_t s = freed.back();
-    freed.pop_back();
-    return s;
-  }
-  slots.emplace_back();
-  return static_cast<std::uint32_t>(slots.size() - 1);
-}
-
-}  // namespace
 
 handle_map::handle_map(device_ptr base, std::size_t zone_span, std::size_t zones, std::size_t granularity)
     : granularity_(granularity), base_(base), zone_span_(zone_span) {

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "vram/core/error.hpp"
+#include "vram/core/slots.hpp"
 #include "vram/trace/pickle_machine.hpp"
 
 namespace vram::detail {
@@ -102,16 +103,11 @@ bool pickle_machine::refill(std::size_t need) {
 }
 
 pickle_machine::ref pickle_machine::make_container(kind k) {
-  pickle_tree::container c;
-  c.born = tree_.items_.size();
-  if (!free_containers_.empty()) {  // the slot of a dict made a record, or of dropped frames
-    const std::uint64_t slot = free_containers_.back();
-    free_containers_.pop_back();
-    tree_.containers_[slot] = c;
-    return make(k, slot);
-  }
-  tree_.containers_.push_back(c);
-  return make(k, tree_.containers_.size() - 1);
+  // A free slot is that of a dict made a record, or of dropped frames.
+  const std::uint64_t slot = take_slot(tree_.containers_, free_containers_);
+  tree_.containers_[slot] = pickle_tree::container{};
+  tree_.containers_[slot].born = tree_.items_.size();
+  return make(k, slot);
 }
 
 void pickle_machine::append(ref r, const ref* first, const ref* last) {
