@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "vram/core/chunked_vector.hpp"
+
 namespace vram::detail {
 
 /// @brief The tree a pickle holds. A value is a 64-bit reference: its kind in the top 4 bits, and below
@@ -80,7 +82,7 @@ class pickle_tree {
     std::uint64_t born = 0;  // items_.size() when it was made: what its subtree appended lies beyond
   };
   std::vector<container> containers_;
-  std::vector<record> records_;
+  chunked_vector<record> records_;
   std::vector<ref> items_;
   std::vector<std::int64_t> wide_;   // integers beyond 60 bits, and floats' bits
   std::deque<std::string> strings_;  // a deque: interned views stay valid as it grows

@@ -24,7 +24,7 @@ bool pickle_machine::try_entry() {
     }
   }
   for (auto it = overwritten_.rbegin(); it != overwritten_.rend(); ++it) memo_[it->first] = it->second;
-  memo_.resize(c.memo_start);
+  memo_.shrink_to(c.memo_start);
   return false;
 }
 

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "vram/core/chunked_vector.hpp"
 #include "vram/core/error.hpp"
 #include "vram/trace/pickle.hpp"
 
@@ -260,7 +261,7 @@ class pickle_machine {
   std::uint64_t op_offset_ = 0;
   std::vector<ref> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<ref> memo_;
+  chunked_vector<ref> memo_;  // chunks: a memo of millions never doubles in place
   std::unordered_map<std::uint64_t, ref> sparse_memo_;
   std::vector<std::uint64_t> free_containers_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> regions_;  // drop_frames' scratch: (offset, capacity)
