@@ -226,11 +226,11 @@ TEST(Pickle, RefusesDeepNestingAndStackMisuse) {
 }
 
 // What the machine reads with trace entries compacted, whole (the fast path) or one opcode at a time.
-std::string read_described(const std::string& bytes, bool whole_entries) {
+std::string read_described(const std::string& bytes, bool whole_entries, const detail::pickle_limits& limits = {}) {
   detail::pickle_records records = detail::snapshot_records();
   records.whole_entries = whole_entries;
   try {
-    return test::describe(parse(bytes, {}, &records));
+    return test::describe(parse(bytes, limits, &records));
   } catch (const input_error& e) {
     return std::string("error: ") + e.what();
   }
@@ -281,6 +281,13 @@ TEST(Pickle, ReadsAnEntryWholeInProtocol2AndAroundAFrameOpcode) {
   p4.insert(after_addr, std::string("\x95\x20\x00\x00\x00\x00\x00\x00\x00", 9));
   EXPECT_EQ(read_described(p4, true), "R(alloc,1024,512,-,-)");
   EXPECT_EQ(read_described(p4, false), "R(alloc,1024,512,-,-)");
+  // A memo limited to 2 indexes refuses the third MEMOIZE, byte 21 (PROTO 0-1, the dict 2-3, MARK 4, 'action'
+  // 5-13, 'alloc' 14-20), either way.
+  detail::pickle_limits two;
+  two.max_memo = 2;
+  const std::string refused = "error: test.pickle: byte 21: memo index 2 is beyond any snapshot's";
+  EXPECT_EQ(read_described(p4, true, two), refused);
+  EXPECT_EQ(read_described(p4, false, two), refused);
 }
 
 // A frame dict made inside an entry's frames goes with them; PyTorch fetches a frame it pickled before from

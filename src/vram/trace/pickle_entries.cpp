@@ -37,10 +37,11 @@ inline bool pickle_machine::scan_memo(entry_scan& c, ref r, std::uint64_t* index
   } else if (*c.p == 'q' || *c.p == 'r') {
     const bool one = *c.p++ == 'q';
     if (!(one ? scan_le<1>(c, index) : scan_le<4>(c, index))) return false;
-    if (index > memo_.size() || index >= limits_.max_memo) return false;  // the map's, or an error
+    if (index > memo_.size()) return false;  // the map's
   } else {
     return true;
   }
+  if (index >= limits_.max_memo) return false;  // memo_put's error
   if (index_out != nullptr) *index_out = index;
   if (index == memo_.size()) {
     memo_.push_back(r);
