@@ -72,18 +72,13 @@ inline bool pickle_machine::scan_text(entry_scan& c, ref& r) {
 
 bool pickle_machine::scan_entry(entry_scan& c) {
   if (!scan_memo(c, make(kind::none), &c.dict_memo)) return false;  // None holds the index until the record
-  if (c.p >= c.end || *c.p != '(' || marks_.size() + 2 > limits_.max_depth) return false;
-  ++c.p;
+  if (!skip(c, '(') || marks_.size() + 2 > limits_.max_depth) return false;
   for (;;) {
     if (c.p >= c.end) return false;
-    if (*c.p == 'u') {
-      ++c.p;
-      return true;
-    }
+    if (skip(c, 'u')) return true;
     ref key, value;
-    if (!scan_value(c, key) || c.p >= c.end) return false;
-    if (*c.p == ']') {  // the dropped list: None in the memo at once, as compact() leaves it there (forget)
-      ++c.p;
+    if (!scan_value(c, key)) return false;
+    if (skip(c, ']')) {  // the dropped list: None in the memo at once, as compact() leaves it there (forget)
       if (tree_.kind_of(key) != kind::string || role_of(pickle_tree::payload(key)) != role_dropped) return false;
       value = make(kind::none);
       if (!scan_memo(c, value) || !scan_dropped_items(c)) return false;
@@ -129,25 +124,18 @@ inline bool pickle_machine::scan_value(entry_scan& c, ref& r) {
 
 bool pickle_machine::scan_dropped_items(entry_scan& c) {
   if (c.p >= c.end) return true;
-  if (*c.p == '(') {
-    ++c.p;
+  if (skip(c, '(')) {
     for (;;) {
       if (c.p >= c.end) return false;
-      if (*c.p == 'e') {
-        ++c.p;
-        return true;
-      }
+      if (skip(c, 'e')) return true;
       if (!scan_dropped_item(c)) return false;
     }
   }
   const unsigned char* const at = c.p;
-  if (*c.p == '}') return scan_dropped_item(c) && c.p < c.end && *c.p++ == 'a';
+  if (*c.p == '}') return scan_dropped_item(c) && skip(c, 'a');
   if (*c.p != 'h' && *c.p != 'j') return true;
   ref item;
-  if (scan_value(c, item) && c.p < c.end && *c.p == 'a') {
-    ++c.p;
-    return true;
-  }
+  if (scan_value(c, item) && skip(c, 'a')) return true;
   c.p = at;  // the next key: the list stays empty
   return true;
 }
@@ -160,14 +148,10 @@ bool pickle_machine::scan_dropped_item(entry_scan& c) {
   }
   ++c.p;
   if (!scan_memo(c, make(kind::none)) || c.p >= c.end) return false;
-  if (*c.p != '(') return *c.p == '}' || *c.p == 'e' || *c.p == 'a';  // empty, and the list goes on
-  ++c.p;
+  if (!skip(c, '(')) return *c.p == '}' || *c.p == 'e' || *c.p == 'a';  // empty, and the list goes on
   for (;;) {
     if (c.p >= c.end) return false;
-    if (*c.p == 'u') {
-      ++c.p;
-      return true;
-    }
+    if (skip(c, 'u')) return true;
     ref key, value;
     if (!scan_value(c, key) || !scan_value(c, value)) return false;
     // A dict with the tag's key could be a record, which compact() would make and keep in the memo.

@@ -159,6 +159,13 @@ class pickle_machine {
     std::uint64_t dict_memo;  // the dict's memo index, or npos
   };
 
+  // Steps over the opcode @p op if it is the next byte; false (and nothing read) if it is not, or at the end.
+  [[gnu::always_inline]] static bool skip(entry_scan& c, unsigned char op) {
+    if (c.p >= c.end || *c.p != op) return false;
+    ++c.p;
+    return true;
+  }
+
   // An unsigned little-endian argument of N bytes at c.p, read in one load; false past the buffer's end.
   template <std::size_t N>
   [[gnu::always_inline]] static bool scan_le(entry_scan& c, std::uint64_t& out) {
