@@ -291,6 +291,74 @@ TEST(Pool, AThreadCacheHandsTheSameBlockBackWithoutTheArena) {
   pool.validate();
 }
 
+TEST(Pool, ALargeRequestThatMissesTheCacheIsPlacedOverTheLargeBlocksItHolds) {
+  // e (2.5 MiB) maps two granules at the top, a 1 MiB block fills the start of the 1.5 MiB after it, and g
+  // (3 MiB) extends the 0.5 MiB left there by two more granules, leaving 1.5 MiB free at the top. Freed,
+  // the 1 MiB block waits in the thread's cache. A 768 KiB request misses the cache (another size); the
+  // pool takes the cached block back first, so best fit chooses its 1 MiB (with the 0.5 MiB beside it
+  // after g, 1 MiB: [a+2.5, a+3.5)) over the 1.5 MiB at the top, and nothing more is mapped.
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr e = pool.allocate(5 * MiB / 2);
+  const device_ptr a = pool.allocate(1 * MiB);
+  EXPECT_EQ(a, e + 5 * MiB / 2);
+  const device_ptr g = pool.allocate(3 * MiB);
+  EXPECT_EQ(g, e + 7 * MiB / 2);
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  pool.deallocate(a, 1 * MiB);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 1 * MiB);
+  const device_ptr x = pool.allocate(768 * KiB);
+  EXPECT_EQ(x, a);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 0u);
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  // The same size again is the hot path's: freed and asked for, it comes back from the cache as it was.
+  pool.deallocate(x, 768 * KiB);
+  EXPECT_EQ(pool.allocate(768 * KiB), x);
+  EXPECT_EQ(pool.stats().hot_path_stops, 0u);
+  pool.validate();
+}
+
+TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackForALargeRequestThatFitsElsewhere) {
+  // As above, but another thread, still alive, frees the 1 MiB block into its own cache: the main thread's
+  // 768 KiB request stops the hot path once to take it back, and is placed there.
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr e = pool.allocate(5 * MiB / 2);
+  const device_ptr a = pool.allocate(1 * MiB);
+  const device_ptr g = pool.allocate(3 * MiB);
+  EXPECT_EQ(g, e + 7 * MiB / 2);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  std::thread other([&] {
+    pool.deallocate(a, 1 * MiB);
+    std::unique_lock lock(m);
+    step = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return step == 2; });
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 1 * MiB);
+  const std::uint64_t stops = pool.stats().hot_path_stops;
+  EXPECT_EQ(pool.allocate(768 * KiB), a);
+  EXPECT_EQ(pool.stats().hot_path_stops, stops + 1);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 0u);
+  // A small request leaves other threads' caches alone: no stop.
+  const device_ptr s = pool.allocate(4 * KiB);
+  EXPECT_EQ(pool.stats().hot_path_stops, stops + 1);
+  {
+    std::lock_guard lock(m);
+    step = 2;
+  }
+  cv.notify_all();
+  other.join();
+  pool.deallocate(s, 4 * KiB);
+  pool.validate();
+}
+
 TEST(Pool, BlocksInAnotherLiveThreadsCacheServeARequestWhenMemoryRunsOut) {
   // 8 MiB device: four 2 MiB handles. A second thread allocates and frees 6 MiB and stays alive, its cache
   // holding the block. The main thread's 6 MiB request finds the device full (6 + 6 > 8): the pool stops the

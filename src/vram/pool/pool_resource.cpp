@@ -157,6 +157,7 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   }
   std::lock_guard lock(mutex_);
   note_stream_locked(stream);
+  if (rounded > small_max) take_back_large_locked();
   const device_ptr p = allocate_locked(rounded, stream);
   if (p == 0) {
     ++stats_.failed_allocations;
@@ -363,6 +364,21 @@ void pool_resource::flush_caches_locked() {
     with_threads_stopped_locked([&] {
       for (auto& c : caches_)
         if (c.get() != mine) c->drain(out);
+    });
+  }
+  for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
+}
+
+void pool_resource::take_back_large_locked() {
+  std::vector<detail::cache_entry> out;
+  detail::thread_cache* mine = my_cache_if_any();
+  if (mine != nullptr) mine->drain_large(out);
+  bool others = false;
+  for (const auto& c : caches_) others = others || (c.get() != mine && c->large_bytes() > 0);
+  if (others) {
+    with_threads_stopped_locked([&] {
+      for (auto& c : caches_)
+        if (c.get() != mine) c->drain_large(out);
     });
   }
   for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);

@@ -3,7 +3,9 @@
 // cache and one slot of the block table, never the pool's lock, and makes no atomic read-modify-write.
 // Blocks up to 256 KiB are kept in bins by rounded size (8 a bin, at most 4 MiB of such blocks by default);
 // larger ones, with no byte limit, in eight slots matched by exact size. Each entry remembers the stream it
-// was freed on, and is handed out again only on that stream (stream order).
+// was freed on, and is handed out again only on that stream (stream order). The large slots serve only the
+// same size again: a large request that misses them has the pool take every thread's large blocks back
+// (drain_large) before it places the request, so that no free large block is hidden from best fit.
 // Only the owner thread touches the cache, between enter() and leave(). When the pool's lock holder needs
 // every thread to stand still (to flush caches, or to grow the block table) it raises the pool's `stop` flag,
 // issues a heavy fence and waits until no cache is entered (wait_idle()); an owner that finds `stop` raised
@@ -97,6 +99,7 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
     } else {
       if (large_count_ == large_slots) return false;
       large_[large_count_++] = {p, size, stream, slot};
+      large_bytes_.store(large_bytes_.load(std::memory_order_relaxed) + size, std::memory_order_relaxed);
     }
     cached_bytes_.store(cached_bytes_.load(std::memory_order_relaxed) + size, std::memory_order_relaxed);
     return true;
@@ -111,8 +114,21 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
     }
     for (std::size_t i = 0; i < large_count_; ++i) out.push_back(large_[i]);
     large_count_ = 0;
+    large_bytes_.store(0, std::memory_order_relaxed);
     small_bytes_ = 0;
     cached_bytes_.store(0, std::memory_order_relaxed);
+  }
+
+  /// @brief Empties the slots of large blocks into @p out and leaves the bins. pre: as drain().
+  void drain_large(std::vector<cache_entry>& out) {
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < large_count_; ++i) {
+      out.push_back(large_[i]);
+      bytes += large_[i].size;
+    }
+    large_count_ = 0;
+    large_bytes_.store(0, std::memory_order_relaxed);
+    cached_bytes_.store(cached_bytes_.load(std::memory_order_relaxed) - bytes, std::memory_order_relaxed);
   }
 
   /// @brief Points every entry at its block's slot in a new table: @p find(ptr) gives it. pre: as drain().
@@ -125,6 +141,8 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
 
   /// @brief Bytes held; readable from any thread.
   std::size_t cached_bytes() const noexcept { return cached_bytes_.load(std::memory_order_relaxed); }
+  /// @brief Bytes held in the large slots; readable from any thread.
+  std::size_t large_bytes() const noexcept { return large_bytes_.load(std::memory_order_relaxed); }
 
   // Counters of the owner's hot-path calls, summed by the pool's statistics.
   std::atomic<std::uint64_t> allocations{0}, frees{0};
@@ -132,7 +150,11 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
 
  private:
   void take(std::size_t size) noexcept {
-    if (size <= bins * 512) small_bytes_ -= size;
+    if (size <= bins * 512) {
+      small_bytes_ -= size;
+    } else {
+      large_bytes_.store(large_bytes_.load(std::memory_order_relaxed) - size, std::memory_order_relaxed);
+    }
     cached_bytes_.store(cached_bytes_.load(std::memory_order_relaxed) - size, std::memory_order_relaxed);
   }
   struct bin_entry {
@@ -151,6 +173,7 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
   std::size_t large_count_ = 0;
   std::size_t small_bytes_ = 0;
   std::atomic<std::size_t> cached_bytes_{0};
+  std::atomic<std::size_t> large_bytes_{0};
 };
 
 }  // namespace vram::detail
