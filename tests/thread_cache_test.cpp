@@ -82,10 +82,18 @@ class reference_cache {
     }
     return 0;
   }
-  std::size_t bytes() const {
-    std::size_t n = small_bytes_;
+  std::size_t bytes() const { return small_bytes_ + large_bytes(); }
+  std::size_t large_bytes() const {
+    std::size_t n = 0;
     for (const auto& e : large_) n += e.size;
     return n;
+  }
+  /// The large blocks, in the order they sit in the list; the small ones stay.
+  std::vector<device_ptr> drain_large() {
+    std::vector<device_ptr> out;
+    for (const auto& e : large_) out.push_back(e.ptr);
+    large_.clear();
+    return out;
   }
 
  private:
@@ -116,6 +124,16 @@ TEST(ThreadCache, AgreesWithAReferenceOverARandomRun) {
         ASSERT_EQ(c.pop(size, s, slot), ref.pop(size, s)) << "pop of " << size << " on stream " << s;
       }
       ASSERT_EQ(c.cached_bytes(), ref.bytes());
+      ASSERT_EQ(c.large_bytes(), ref.large_bytes());
+      if (step % 1000 == 499) {  // a large request that missed: the large blocks go, the small ones stay
+        std::vector<cache_entry> out;
+        c.drain_large(out);
+        std::vector<device_ptr> got;
+        for (const auto& e : out) got.push_back(e.ptr);
+        ASSERT_EQ(got, ref.drain_large());
+        ASSERT_EQ(c.cached_bytes(), ref.bytes());
+        ASSERT_EQ(c.large_bytes(), 0u);
+      }
       if (step % 5000 == 4999) {  // a flush empties both
         std::vector<cache_entry> out;
         c.drain(out);
