@@ -1,12 +1,18 @@
 // Google Benchmark over the loops of `vram bench` on the simulated device: one thread, or two, each
 // allocating and freeing one block of one size, through vram's pool (pool_resource over a sim_device) and
 // through glibc's malloc/free. Each benchmark iteration is one alloc+free pair (items/s = pairs/s).
+// BM_vram_varied_large is the pool's slow path instead: each thread holds up to 16 blocks of eight sizes
+// from 512 KiB to 8 MiB and allocates or frees one at random (seeded per thread), so most requests miss the
+// thread's cache and large blocks move between caches and the arena; one iteration is one call.
 // The allocator of a benchmark is made once, on first use, and shared by its threads, as in `vram bench`;
 // each thread warms its own worker up before timing starts.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <memory>
+#include <random>
+#include <utility>
+#include <vector>
 
 #include "vram/measure/bench_suite.hpp"
 #include "vram/measure/host_targets.hpp"
@@ -43,6 +49,33 @@ void run_pairs(benchmark::State& state, bench_target& target) {
 void BM_vram_pair(benchmark::State& state) { run_pairs(state, vram_target()); }
 void BM_glibc_pair(benchmark::State& state) { run_pairs(state, glibc_target()); }
 
+vram::pool_resource& shared_pool() {
+  static vram::sim_device dev;
+  static vram::pool_resource pool(dev);
+  return pool;
+}
+
+void BM_vram_varied_large(benchmark::State& state) {
+  vram::pool_resource& pool = shared_pool();
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  const std::size_t sizes[] = {512 * KiB, 1 * MiB, 3 * MiB, 6 * MiB, 2 * MiB, 768 * KiB, 5 * MiB, 8 * MiB};
+  std::mt19937 rng(static_cast<unsigned>(state.thread_index()) + 1);
+  std::vector<std::pair<vram::device_ptr, std::size_t>> held;
+  for (auto _ : state) {
+    if (held.size() < 16 && (held.empty() || (rng() & 1) != 0)) {
+      const std::size_t s = sizes[rng() % 8];
+      held.emplace_back(pool.allocate(s), s);
+    } else {
+      const std::size_t k = rng() % held.size();
+      pool.deallocate(held[k].first, held[k].second);
+      held[k] = held.back();
+      held.pop_back();
+    }
+  }
+  for (const auto& [p, s] : held) pool.deallocate(p, s);
+  state.SetItemsProcessed(state.iterations());
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t s : {std::int64_t{512}, std::int64_t{4} << 10, std::int64_t{64} << 10, std::int64_t{1} << 20,
                          std::int64_t{8} << 20, std::int64_t{64} << 20}) {
@@ -55,3 +88,4 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_vram_pair)->Apply(sizes);
 BENCHMARK(BM_glibc_pair)->Apply(sizes);
+BENCHMARK(BM_vram_varied_large)->Threads(1)->Threads(2)->UseRealTime();
