@@ -157,7 +157,7 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   }
   std::lock_guard lock(mutex_);
   note_stream_locked(stream);
-  if (rounded > small_max) take_back_large_locked();
+  if (rounded > small_max) flush_caches_locked(/*large_only=*/true);
   const device_ptr p = allocate_locked(rounded, stream);
   if (p == 0) {
     ++stats_.failed_allocations;
@@ -354,31 +354,18 @@ void pool_resource::note_stream_locked(stream_id stream) {
   for (auto e : first_streams_) device_->stream_wait_event(stream, e);
 }
 
-void pool_resource::flush_caches_locked() {
+void pool_resource::flush_caches_locked(bool large_only) {
   std::vector<detail::cache_entry> out;
+  auto drain = [&](detail::thread_cache& c) { large_only ? c.drain_large(out) : c.drain(out); };
   detail::thread_cache* mine = my_cache_if_any();
-  if (mine != nullptr) mine->drain(out);  // this thread's own: it is not in the hot path now
+  if (mine != nullptr) drain(*mine);  // this thread's own: it is not in the hot path now
   bool others = false;
-  for (const auto& c : caches_) others = others || (c.get() != mine && c->cached_bytes() > 0);
+  for (const auto& c : caches_)
+    others = others || (c.get() != mine && (large_only ? c->large_bytes() : c->cached_bytes()) > 0);
   if (others) {
     with_threads_stopped_locked([&] {
       for (auto& c : caches_)
-        if (c.get() != mine) c->drain(out);
-    });
-  }
-  for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
-}
-
-void pool_resource::take_back_large_locked() {
-  std::vector<detail::cache_entry> out;
-  detail::thread_cache* mine = my_cache_if_any();
-  if (mine != nullptr) mine->drain_large(out);
-  bool others = false;
-  for (const auto& c : caches_) others = others || (c.get() != mine && c->large_bytes() > 0);
-  if (others) {
-    with_threads_stopped_locked([&] {
-      for (auto& c : caches_)
-        if (c.get() != mine) c->drain_large(out);
+        if (c.get() != mine) drain(*c);
     });
   }
   for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
