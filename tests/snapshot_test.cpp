@@ -55,21 +55,12 @@ class temp_file {
   std::string path_;
 };
 
-detail::pickle_tree parse(const std::string& bytes, const detail::pickle_limits& limits = {},
-                          const detail::pickle_records* records = nullptr) {
-  std::size_t at = 0;
-  const detail::pickle_read read = [&](char* out, std::size_t len) {
-    const std::size_t n = std::min(len, bytes.size() - at);
-    std::copy_n(bytes.data() + at, n, out);
-    at += n;
-    return n;
-  };
-  return detail::read_pickle({}, read, "test.pickle", limits, records);
-}
+using test::parse_bytes;
+using test::read_described;
 
 std::string pickle_error(const std::string& bytes, const detail::pickle_limits& limits = {}) {
   try {
-    parse(bytes, limits);
+    parse_bytes(bytes, limits);
   } catch (const input_error& e) {
     return e.what();
   }
@@ -118,7 +109,7 @@ TEST(Pickle, ReadsWhatPythonWritesForPlainValues) {
       "\x00\x4e\x88\x8c\x01\x78\x94\x65\x73\x2e",
       60);
   ASSERT_EQ(pickle(v), python);
-  const auto t = parse(python);
+  const auto t = parse_bytes(python);
   using k = detail::pickle_tree::kind;
   ASSERT_EQ(t.kind_of(t.root()), k::dict);
   const auto list = t.find(t.root(), "a");
@@ -143,7 +134,7 @@ TEST(Pickle, SharesMemoizedValuesAndInternsStrings) {
   // [d, d] where d = {"k": "v"}: Python writes d once and BINGETs it (memo index 0 is the list, 1 the dict).
   // pickle.dumps([d, d], protocol=4), FRAME included.
   const std::string bytes("\x80\x04\x95\x12\x00\x00\x00\x00\x00\x00\x00]\x94(}\x94\x8c\x01k\x94\x8c\x01v\x94sh\x01" "e.", 29);
-  const auto t = parse(bytes);
+  const auto t = parse_bytes(bytes);
   const auto items = t.items(t.root());
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[0], items[1]);  // the same node
@@ -152,23 +143,23 @@ TEST(Pickle, SharesMemoizedValuesAndInternsStrings) {
 
 TEST(Pickle, AFarMemoIndexCostsOneEntry) {
   // None, LONG_BINPUT 2^27, POP, LONG_BINGET 2^27: a dense memo would take 512 MiB for it.
-  const auto t = parse(std::string("\x80\x02N" "r\x00\x00\x00\x08" "0" "j\x00\x00\x00\x08" ".", 15));
+  const auto t = parse_bytes(std::string("\x80\x02N" "r\x00\x00\x00\x08" "0" "j\x00\x00\x00\x08" ".", 15));
   EXPECT_EQ(t.kind_of(t.root()), detail::pickle_tree::kind::none);
   EXPECT_THAT(pickle_error(std::string("\x80\x02N" "r\x00\x00\x00\x10" ".", 9)), HasSubstr("memo index 268435456 is beyond"));
 }
 
 TEST(Pickle, ReadsLongIntegersAndTheirSigns) {
   // LONG1 with 9 bytes: 2**64 does not fit 64 bits; -2**63 does (its 9th byte only extends the sign).
-  const auto big = parse(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", 14));
+  const auto big = parse_bytes(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", 14));
   EXPECT_EQ(big.kind_of(big.root()), detail::pickle_tree::kind::big_integer);
-  const auto low = parse(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\xff.", 14));
+  const auto low = parse_bytes(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\xff.", 14));
   EXPECT_EQ(low.integer(low.root()), std::numeric_limits<std::int64_t>::min());
-  const auto neg = parse(std::string("\x80\x04\x8a\x02\x00\xff.", 7));  // -256
+  const auto neg = parse_bytes(std::string("\x80\x04\x8a\x02\x00\xff.", 7));  // -256
   EXPECT_EQ(neg.integer(neg.root()), -256);
-  const auto zero = parse(std::string("\x80\x04\x8a\x00.", 5));
+  const auto zero = parse_bytes(std::string("\x80\x04\x8a\x00.", 5));
   EXPECT_EQ(zero.integer(zero.root()), 0);
   // 2**63 needs 9 bytes with a 0 sign byte: it is beyond int64.
-  const auto top = parse(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00.", 14));
+  const auto top = parse_bytes(std::string("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00.", 14));
   EXPECT_EQ(top.kind_of(top.root()), detail::pickle_tree::kind::big_integer);
 }
 
@@ -187,9 +178,9 @@ TEST(Pickle, RefusesOpcodesThatNameOrCallPythonObjects) {
 
 TEST(Pickle, RefusesTruncatedInputAtEveryLength) {
   const std::string whole = pickle(snapshot({py::list({entry("alloc", 10, 0x7f0000000000, 512)})}));
-  ASSERT_NO_THROW(parse(whole));
+  ASSERT_NO_THROW(parse_bytes(whole));
   for (std::size_t n = 0; n < whole.size(); ++n)
-    EXPECT_THROW(parse(whole.substr(0, n)), input_error) << "cut at " << n << " of " << whole.size();
+    EXPECT_THROW(parse_bytes(whole.substr(0, n)), input_error) << "cut at " << n << " of " << whole.size();
   EXPECT_THAT(pickle_error(whole.substr(0, whole.size() - 1)), HasSubstr("truncated"));
   EXPECT_THAT(pickle_error(whole + "N"), HasSubstr("bytes follow the pickle's STOP opcode"));
 }
@@ -214,7 +205,7 @@ TEST(Pickle, RefusesDeepNestingAndStackMisuse) {
   for (int i = 0; i < 100000; ++i) nested += "]";
   for (int i = 0; i < 99999; ++i) nested += "a";
   nested += ".";
-  const auto t = parse(nested);
+  const auto t = parse_bytes(nested);
   EXPECT_EQ(t.items(t.root()).size(), 1u);
   EXPECT_THAT(pickle_error(std::string("\x80\x04h\x05.", 5)), HasSubstr("memo index 5 was never stored"));
   EXPECT_THAT(pickle_error(std::string("\x80\x04NN.", 5)), HasSubstr("STOP with 2 values on the stack, not 1"));
@@ -225,16 +216,6 @@ TEST(Pickle, RefusesDeepNestingAndStackMisuse) {
   EXPECT_THAT(pickle_error(std::string("\x80\x04(N.", 5)), HasSubstr("STOP with a MARK still open"));
 }
 
-// What the machine reads with trace entries compacted, whole (the fast path) or one opcode at a time.
-std::string read_described(const std::string& bytes, bool whole_entries, const detail::pickle_limits& limits = {}) {
-  detail::pickle_records records = detail::snapshot_records();
-  records.whole_entries = whole_entries;
-  try {
-    return test::describe(parse(bytes, limits, &records));
-  } catch (const input_error& e) {
-    return std::string("error: ") + e.what();
-  }
-}
 
 // Entries in the shapes a snapshot holds, each read whole or given back to the opcode-by-opcode path: the
 // tree is the one worked out here either way.
@@ -329,7 +310,7 @@ TEST(Pickle, DroppingAnEntrysFramesLeavesEveryOtherContainersItems) {
   b += "ua";                                 // the entry's items (it becomes a record), appended to E
   b += "u.";                                 // the root's items
   const detail::pickle_records records{"action", {"addr", "size", "stream", "time_us"}, "frames"};
-  const auto t = parse(b, {}, &records);
+  const auto t = parse_bytes(b, {}, &records);
   const auto a = t.find(t.root(), "other");
   ASSERT_TRUE(a.has_value());
   ASSERT_EQ(t.items(*a).size(), 1u);

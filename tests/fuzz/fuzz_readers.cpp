@@ -52,35 +52,15 @@ void parse_csv(std::string_view header, std::string_view rows, bool torch) {
   else (void)vram::detail::parse_rmm_csv(src, name);
 }
 
-vram::detail::pickle_tree parse_pickle(std::string_view bytes, const vram::detail::pickle_records& records) {
-  std::size_t at = 0;
-  const vram::detail::pickle_read read = [&](char* out, std::size_t len) {
-    const std::size_t n = std::min(len, bytes.size() - at);
-    std::copy_n(bytes.data() + at, n, out);
-    at += n;
-    return n;
-  };
-  return vram::detail::read_pickle({}, read, name, {}, &records);
-}
-
 void parse_snapshot(std::string_view bytes) {
-  const auto tree = parse_pickle(bytes, vram::detail::snapshot_records());
+  const auto tree = vram::test::parse_bytes(bytes, {}, &vram::detail::snapshot_records(), name);
   (void)vram::detail::read_torch_snapshot(tree, name);
 }
 
-// The tree as text, or the error's message.
-std::string read_as_text(std::string_view bytes, bool whole_entries) {
-  vram::detail::pickle_records records = vram::detail::snapshot_records();
-  records.whole_entries = whole_entries;
-  try {
-    return vram::test::describe(parse_pickle(bytes, records));
-  } catch (const vram::input_error& e) {
-    return std::string("error: ") + e.what();
-  }
-}
-
+// The tree read whole and one opcode at a time (each as text, or the error's message) must be the same.
 void compare_paths(std::string_view bytes) {
-  if (read_as_text(bytes, true) != read_as_text(bytes, false)) __builtin_trap();
+  using vram::test::read_described;
+  if (read_described(bytes, true, {}, name) != read_described(bytes, false, {}, name)) __builtin_trap();
 }
 
 }  // namespace

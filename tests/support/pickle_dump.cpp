@@ -10,30 +10,6 @@
 #include <string>
 
 #include "support/pickle_describe.hpp"
-#include "vram/core/error.hpp"
-#include "vram/trace/pickle.hpp"
-#include "vram/trace/torch_snapshot.hpp"
-
-namespace {
-
-std::string read_described(const std::string& bytes, bool whole_entries) {
-  vram::detail::pickle_records records = vram::detail::snapshot_records();
-  records.whole_entries = whole_entries;
-  std::size_t at = 0;
-  const vram::detail::pickle_read read = [&](char* out, std::size_t len) {
-    const std::size_t n = std::min(len, bytes.size() - at);
-    std::copy_n(bytes.data() + at, n, out);
-    at += n;
-    return n;
-  };
-  try {
-    return vram::test::describe(vram::detail::read_pickle({}, read, "in.pickle", {}, &records));
-  } catch (const vram::input_error& e) {
-    return std::string("error: ") + e.what();
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3 || argc % 2 == 0) {
@@ -49,8 +25,8 @@ int main(int argc, char** argv) {
     std::ostringstream bytes;
     bytes << in.rdbuf();
     const std::string out = argv[i + 1];
-    std::ofstream(out, std::ios::binary) << read_described(bytes.str(), true);
-    std::ofstream(out + ".slow", std::ios::binary) << read_described(bytes.str(), false);
+    std::ofstream(out, std::ios::binary) << vram::test::read_described(bytes.str(), true);
+    std::ofstream(out + ".slow", std::ios::binary) << vram::test::read_described(bytes.str(), false);
   }
   return 0;
 }
