@@ -8,6 +8,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
+#include "vram/emulation/cuda_direct_resource.hpp"
 #include "vram/pool/pool_resource.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/resource/memory_resource.hpp"
@@ -158,6 +159,32 @@ TEST(Replay, ThePoolMakesLargeHandlesOnlyForABurstInTraceTime) {
     EXPECT_EQ(pool.stats().arena.burst_growths, gap_us == 1000 ? 1u : 0u) << gap_us;
     EXPECT_EQ(r.peak_reserved_bytes, 300 * MiB) << gap_us;
   }
+}
+
+// Warm-up ends at the row where live bytes first reach their peak: here the second (6 MiB live at 10 us);
+// the fourth row comes back to 6 MiB and is not a new peak. Under cuda-direct each alloc is one cudaMalloc,
+// so the warm-up holds the first two (2 and 4 MiB) and the rest of the driver time is the third cudaMalloc
+// and the three cudaFrees.
+TEST(Replay, WarmUpIsTheDriverTimeUpToTheFirstPeakOfLiveBytes) {
+  using a = trace_action;
+  trace t;
+  t.name = "warm";
+  t.events = {{0, 0xA, 2 * MiB, 0, a::alloc},          {10, 0xB, 4 * MiB, 0, a::alloc},
+              {20, 0xA, 2 * MiB, 0, a::free_requested}, {30, 0xC, 2 * MiB, 0, a::alloc},
+              {40, 0xB, 4 * MiB, 0, a::free_requested}, {50, 0xC, 2 * MiB, 0, a::free_requested}};
+  sim_device dev;  // the H200's costs
+  cuda_direct_resource r(dev);
+  const replay_result m = replay(t, r);
+  const cost_model c = cost_model::h200();
+  const std::uint64_t malloc2 = c.cost(device_call::legacy_malloc, 2 * MiB);
+  const std::uint64_t malloc4 = c.cost(device_call::legacy_malloc, 4 * MiB);
+  ASSERT_GT(malloc2, 0u);
+  EXPECT_EQ(m.peak_live_bytes, 6 * MiB);
+  EXPECT_DOUBLE_EQ(m.warmup_trace_seconds, 10e-6);
+  EXPECT_NEAR(m.warmup_driver_seconds, static_cast<double>(malloc2 + malloc4) * 1e-9, 1e-12);
+  const std::uint64_t frees = 2 * c.cost(device_call::legacy_free, 2 * MiB) + c.cost(device_call::legacy_free, 4 * MiB);
+  EXPECT_EQ(m.device_calls.calls(device_call::legacy_malloc), 3u);
+  EXPECT_NEAR(m.modelled_driver_seconds - m.warmup_driver_seconds, static_cast<double>(malloc2 + frees) * 1e-9, 1e-12);
 }
 
 TEST(Replay, CountsAFailedAllocationAndSkipsItsFree) {

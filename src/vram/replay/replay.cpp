@@ -184,7 +184,13 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
     if (options.validate_each_step) resource.validate();
     reserved = resource.reserved_bytes();
     if (options.observer != nullptr) tell(i, e);
-    if (live_bytes > r.peak_live_bytes) r.peak_live_bytes = live_bytes;
+    if (live_bytes > r.peak_live_bytes) {
+      r.peak_live_bytes = live_bytes;
+      r.warmup_trace_seconds = static_cast<double>(e.time_us - t0) * 1e-6;
+      r.warmup_driver_seconds =
+          static_cast<double>(detail::difference(detail::difference(dev.calls(), calls_start), query_calls)
+                                  .total_nanoseconds()) * 1e-9;
+    }
     if (resource.allocated_bytes() > r.peak_allocated_bytes) r.peak_allocated_bytes = resource.allocated_bytes();
     if (reserved > r.peak_reserved_bytes) {
       r.peak_reserved_bytes = reserved;

@@ -79,6 +79,10 @@ struct replay_result {
   double trace_seconds = 0;
   device_call_stats device_calls;       // calls the allocator made during the replay
   double modelled_driver_seconds = 0;   // their time (modelled on the simulated device)
+  // Warm-up: the rows up to the one at which live bytes first reached their peak (the first growth to the
+  // working set), its trace time from the first row, and the time of the calls made up to then.
+  double warmup_trace_seconds = 0;
+  double warmup_driver_seconds = 0;
   double replay_seconds = 0;            // wall time of the replay
   double replay_cpu_seconds = 0;        // CPU time of the replaying thread (steady under machine load)
   double events_per_second = 0;         // events / CPU second

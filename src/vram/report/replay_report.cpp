@@ -38,6 +38,8 @@ nlohmann::json to_json(const replay_result& r) {
       {"device_call_seconds", call_seconds},
       {"modelled_driver_seconds", r.modelled_driver_seconds},
       {"driver_share_of_trace", r.trace_seconds > 0 ? r.modelled_driver_seconds / r.trace_seconds : 0.0},
+      {"warmup_trace_seconds", r.warmup_trace_seconds},
+      {"warmup_driver_seconds", r.warmup_driver_seconds},
       // Calls in which the host waits for the device: stream, event and device synchronizations.
       {"synchronizations", r.device_calls.calls(device_call::stream_synchronize) +
                                r.device_calls.calls(device_call::event_synchronize) +
