@@ -112,10 +112,8 @@ class alignas(64) thread_cache {  // aligned: two threads' caches never share a 
       for (std::uint32_t i = 0; i < bin.count; ++i) out.push_back({bin.items[i].ptr, size, bin.items[i].stream, bin.items[i].slot});
       bin.count = 0;
     }
-    for (std::size_t i = 0; i < large_count_; ++i) out.push_back(large_[i]);
-    large_count_ = 0;
-    large_bytes_.store(0, std::memory_order_relaxed);
     small_bytes_ = 0;
+    drain_large(out);
     cached_bytes_.store(0, std::memory_order_relaxed);
   }
 
