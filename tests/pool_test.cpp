@@ -291,20 +291,26 @@ TEST(Pool, AThreadCacheHandsTheSameBlockBackWithoutTheArena) {
   pool.validate();
 }
 
+// e (2.5 MiB) maps two granules at the top, a 1 MiB block fills the start of the 1.5 MiB after it, and g
+// (3 MiB) extends the 0.5 MiB left there by two more granules, leaving 1.5 MiB free at the top: 8 MiB mapped.
+struct three_blocks {
+  device_ptr e, a, g;
+  explicit three_blocks(pool_resource& pool)
+      : e(pool.allocate(5 * MiB / 2)), a(pool.allocate(1 * MiB)), g(pool.allocate(3 * MiB)) {
+    EXPECT_EQ(a, e + 5 * MiB / 2);
+    EXPECT_EQ(g, e + 7 * MiB / 2);
+    EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  }
+};
+
 TEST(Pool, ALargeRequestThatMissesTheCacheIsPlacedOverTheLargeBlocksItHolds) {
-  // e (2.5 MiB) maps two granules at the top, a 1 MiB block fills the start of the 1.5 MiB after it, and g
-  // (3 MiB) extends the 0.5 MiB left there by two more granules, leaving 1.5 MiB free at the top. Freed,
-  // the 1 MiB block waits in the thread's cache. A 768 KiB request misses the cache (another size); the
-  // pool takes the cached block back first, so best fit chooses its 1 MiB (with the 0.5 MiB beside it
-  // after g, 1 MiB: [a+2.5, a+3.5)) over the 1.5 MiB at the top, and nothing more is mapped.
+  // three_blocks, then the 1 MiB block freed waits in the thread's cache. A 768 KiB request misses the
+  // cache (another size); the pool takes the cached block back first, so best fit chooses its 1 MiB (with
+  // the 0.5 MiB beside it after g, 1 MiB: [e+2.5, e+3.5)) over the 1.5 MiB at the top, and nothing more is
+  // mapped.
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
-  const device_ptr e = pool.allocate(5 * MiB / 2);
-  const device_ptr a = pool.allocate(1 * MiB);
-  EXPECT_EQ(a, e + 5 * MiB / 2);
-  const device_ptr g = pool.allocate(3 * MiB);
-  EXPECT_EQ(g, e + 7 * MiB / 2);
-  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
+  const device_ptr a = three_blocks(pool).a;
   pool.deallocate(a, 1 * MiB);
   EXPECT_EQ(pool.stats().thread_cached_bytes, 1 * MiB);
   const device_ptr x = pool.allocate(768 * KiB);
@@ -323,10 +329,7 @@ TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackForALargeRequestThatFitsE
   // 768 KiB request stops the hot path once to take it back, and is placed there.
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
-  const device_ptr e = pool.allocate(5 * MiB / 2);
-  const device_ptr a = pool.allocate(1 * MiB);
-  const device_ptr g = pool.allocate(3 * MiB);
-  EXPECT_EQ(g, e + 7 * MiB / 2);
+  const device_ptr a = three_blocks(pool).a;
   std::mutex m;
   std::condition_variable cv;
   int step = 0;
