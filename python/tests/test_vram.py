@@ -5,6 +5,7 @@ process, so each test that needs absolute figures takes a device of its own (0 t
 Sizes round up to 512 bytes (1000 -> 1024). A block of up to 64 KiB lives in the tiny zone's 2 MiB handle; a
 3 MiB block takes two 2 MiB handles of the large zone: 6 MiB reserved for the two.
 """
+import ctypes
 import os
 import shutil
 import subprocess
@@ -91,6 +92,18 @@ class Statistics(unittest.TestCase):
             "allocation.all.allocated", "allocation.all.freed", "num_ooms", "num_alloc_retries", "num_device_alloc",
             "num_device_free", "vram.cached_bytes", "vram.thread_cached_bytes", "vram.pending_bytes",
             "vram.mapped_bytes", "vram.maps", "vram.unmaps", "vram.limit_bytes"]))
+
+    def test_the_stats_structure_has_the_header_s_fields_in_order(self):
+        # vram_get_stats writes the whole vram_stats of the library's version: a shorter structure overflows.
+        header = PACKAGE.parent / "include" / "vram" / "vram.h"
+        if not header.exists():
+            self.skipTest("no source tree beside the package")
+        import re
+        body = re.search(r"typedef struct vram_stats \{(.*?)\} vram_stats;", header.read_text(), re.S).group(1)
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        fields = re.findall(r"^\s*(size_t|uint64_t)\s+(\w+);", body, re.M)
+        kinds = {"size_t": ctypes.c_size_t, "uint64_t": ctypes.c_uint64}
+        self.assertEqual([(n, kinds[t]) for t, n in fields], _library.Stats._fields_)
 
     def test_an_allocation_past_the_device_is_an_oom_that_says_why(self):
         with self.assertRaises(vram.OutOfMemoryError) as caught:
