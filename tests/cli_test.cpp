@@ -122,6 +122,41 @@ TEST(Cli, ExtremeTimesAndSegmentSizesAreReadReplayedFittedAndChecked) {
   EXPECT_EQ(o.code, 0) << o.out;
 }
 
+// Without --to, the output's name chooses: PyTorch's CSV for .csv and .csv.gz, vram's format otherwise.
+// small.csv's six rows come back as the same CSV, byte for byte, through either.
+TEST(Cli, ConvertWritesTheFormatTheOutputsNameAsksFor) {
+  const auto dir = test_dir();
+  const std::string src = std::string(VRAM_TEST_DATA) + "/../../examples/traces/small.csv";
+  const std::string vram_out = (dir / "small.trace").string(), csv_out = (dir / "back.csv").string();
+  const outcome to_vram = run("convert " + src + " -o " + vram_out);
+  EXPECT_EQ(to_vram.code, 0) << to_vram.out;
+  EXPECT_THAT(to_vram.out, ::testing::HasSubstr("6 events, vram format"));
+  const outcome to_csv = run("convert " + vram_out + " -o " + csv_out);
+  EXPECT_EQ(to_csv.code, 0) << to_csv.out;
+  EXPECT_THAT(to_csv.out, ::testing::HasSubstr("6 events, torch format"));
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(slurp(csv_out), slurp(src));
+  EXPECT_THAT(run("convert " + vram_out + " -o " + (dir / "back.csv.gz").string()).out,
+              ::testing::HasSubstr("6 events, torch format"));
+  EXPECT_THAT(run("convert " + src + " -o " + (dir / "x.csv").string() + " --to vram").out,
+              ::testing::HasSubstr("6 events, vram format"));
+}
+
+// Each command's help ends with the exit statuses; the list of policies only where --policy is taken.
+TEST(Cli, TheListOfPoliciesEndsTheHelpOfTheCommandsThatTakeOne) {
+  for (const char* cmd : {"replay", "fit", "report", "soak"}) {
+    EXPECT_THAT(run(std::string(cmd) + " --help").out, ::testing::HasSubstr("Policies (--policy")) << cmd;
+  }
+  for (const char* cmd : {"convert", "simulate", "check", "info"}) {
+    const outcome o = run(std::string(cmd) + " --help");
+    EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("Policies ("))) << cmd;
+    EXPECT_THAT(o.out, ::testing::HasSubstr("Exit status: 0 done")) << cmd;
+  }
+}
+
 TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_EQ(run("record").code, 2);
   EXPECT_THAT(run("record").out, ::testing::HasSubstr("vram record needs a command to run"));

@@ -18,13 +18,22 @@ namespace {
 struct convert_args {
   std::string input;
   std::string output;
-  std::string to = "vram";
+  std::string to;  // empty: from the output's name
   bool force = false;
   read_options read;
 };
 
+// The format a name asks for when --to is not given: PyTorch's CSV for `.csv` (and `.csv.gz`), else vram's.
+std::string format_for(std::string name) {
+  auto ends_with = [&](std::string_view tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with(".gz")) name.resize(name.size() - 3);
+  return ends_with(".csv") ? "torch" : "vram";
+}
+
 void run_convert(const convert_args& a) {
-  const trace_format f = parse_trace_format(a.to);
+  const trace_format f = parse_trace_format(a.to.empty() ? format_for(a.output) : a.to);
   const trace t = read_trace(a.input, a.read);
   print_notes(a.input, t);
   const std::string problems = describe_problems(a.input, t, check_trace(t));
@@ -43,7 +52,7 @@ void add_convert_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (torch, rmm, vram)");
   cmd->add_option("input", a->input, "Input trace or PyTorch snapshot (format detected)")->required();
   cmd->add_option("-o,--output", a->output, "Output file (.gz for gzip)")->required();
-  cmd->add_option("--to", a->to, "torch, rmm or vram")->capture_default_str();
+  cmd->add_option("--to", a->to, "torch, rmm or vram (default: torch for a .csv or .csv.gz output, else vram)");
   cmd->add_flag("--force", a->force, "Convert even when frees do not match allocations");
   add_device_index_option(cmd, a->read);
   cmd->callback([a] { run_convert(*a); });

@@ -16,12 +16,15 @@ namespace {
 
 constexpr const char* version_text = "vram " VRAM_VERSION;
 
-/// The policies, a line each, for the end of --help.
+constexpr const char* exit_status_text =
+    "\nExit status: 0 done, 1 bad input or a failed run, 2 bad arguments, 3 a replay saw allocations fail.";
+
+/// The policies, a line each, for the end of --help (of vram, and of the commands that take --policy).
 std::string policy_footer() {
   std::string s = "\nPolicies (--policy NAME[:settings], comma-separated, or 'all'):\n";
   for (const auto& p : vram::policies()) s += "  " + std::string(p.name) + std::string(18 - p.name.size(), ' ') +
                                              std::string(p.summary) + "\n";
-  return s + "\nExit status: 0 done, 1 bad input or a failed run, 2 bad arguments, 3 a replay saw allocations fail.";
+  return s + exit_status_text;
 }
 
 }  // namespace
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
   vram::cli::add_record_command(app);
   vram::cli::add_report_command(app);
   app.add_subcommand("version", "Print vram's version")->callback([] { std::printf("%s\n", version_text); });
+  for (auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    sub->footer(sub->get_option_no_throw("--policy") != nullptr ? policy_footer() : std::string(exit_status_text));
   // A first word that is no option and no command: say so, rather than CLI11's "A subcommand is required".
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   const auto is_command = [&](const char* word) {
