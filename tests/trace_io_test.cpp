@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -405,6 +406,53 @@ TEST(trace_io, gzip_written_when_the_path_ends_in_gz) {
     EXPECT_EQ(static_cast<unsigned char>(bytes[1]), 0x8b);
     EXPECT_THAT(read_trace(p).events, events_are(torch_small_events));
   }
+}
+
+// A write that cannot finish (here the process may not write files past 1000 bytes, so write(2) fails with
+// EFBIG) leaves the trace that was there byte for byte, with its mode, and no part of the new one beside it;
+// a write that finishes replaces it, keeping the mode.
+TEST(trace_io, a_write_that_fails_leaves_the_file_that_was_there) {
+  const std::string p = tmp().path("kept.csv");
+  const trace small = read_trace(data("torch_small.csv"));
+  write_trace(p, small, trace_format::torch);
+  ASSERT_EQ(::chmod(p.c_str(), 0640), 0);
+  const std::string before = slurp(p);
+  ASSERT_LT(before.size(), 1000u);
+  trace big;
+  for (int i = 0; i < 200; ++i) big.events.push_back(ev(i, trace_action::alloc, 4096u * (i + 1), 512));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1000, 1000};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      write_trace(p, big, trace_format::torch);
+    } catch (const error& e) {
+      ::_exit(std::string(e.what()).find("kept.csv: cannot write") != std::string::npos ? 0 : 2);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the write did not fail; 2: the message names no file or reason";
+  EXPECT_EQ(slurp(p), before);
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(::testing::StartsWith("kept.csv."))) << "left behind";
+  write_trace(p, big, trace_format::torch);
+  EXPECT_EQ(read_trace(p).events.size(), 200u);
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  // A link is written through, and stays a link.
+  const std::string link = tmp().path("link.csv");
+  std::filesystem::create_symlink(p, link);
+  write_trace(link, small, trace_format::torch);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(slurp(p), before);
 }
 
 TEST(trace_io, rmm_to_vram_keeps_every_event) {

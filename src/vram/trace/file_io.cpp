@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "vram/core/error.hpp"
@@ -77,21 +79,79 @@ std::string read_file_bytes(const std::string& path) {
   return out;
 }
 
-void write_file_bytes(const std::string& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+namespace {
+
+// The process's umask, read from /proc (umask(2) can only be read by setting it, which would race with other
+// threads creating files); 022 where /proc does not say.
+mode_t process_umask() {
+  try {
+    const std::string status = read_file_bytes("/proc/self/status");
+    const auto at = status.find("\nUmask:");
+    if (at != std::string::npos) return static_cast<mode_t>(std::strtoul(status.c_str() + at + 7, nullptr, 8));
+  } catch (const std::exception&) {
+  }
+  return 022;
+}
+
+// Writes all of @p bytes to @p fd; @p fail(what, errno) must throw.
+template <class Fail>
+void write_all(int fd, std::string_view bytes, Fail&& fail) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+      fail("cannot write", errno);
     }
     done += static_cast<std::size_t>(n);
   }
+}
+
+// Opens @p path as it is (truncated; through a link, created where it points) and writes @p bytes into it.
+void write_in_place(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  write_all(fd, bytes, [&](const char* what, int err) {
+    ::close(fd);
+    throw error(fmt::format("{}: {}: {}", path, what, std::strerror(err)));
+  });
   if (::close(fd) != 0) throw error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+}
+
+}  // namespace
+
+void write_file_bytes(const std::string& path, std::string_view bytes) {
+  // Something other than a regular file (/dev/null, a pipe, a link) is written in place, as it is.
+  struct stat link {};
+  const bool exists = ::lstat(path.c_str(), &link) == 0;
+  if (exists && !S_ISREG(link.st_mode)) return write_in_place(path, bytes);
+  // A file: into a new one beside it, renamed over it once whole, so a write that fails (a full disk, a file
+  // size limit) leaves the file that was there as it was, and no part of the new one. Where no file can be
+  // made beside it (a folder the user may not write to), an existing file is written in place.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0 && exists && (errno == EACCES || errno == EPERM || errno == EROFS)) return write_in_place(path, bytes);
+  if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw error(fmt::format("{}: {}: {}", path, what, std::strerror(err)));
+  };
+  // mkstemp makes the file 0600: give it the mode of the file it replaces, else that of any new file.
+  struct stat old {};
+  const mode_t mode = ::stat(path.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~process_umask());
+  if (::fchmod(fd, mode) != 0) fail("cannot create", errno);
+  write_all(fd, bytes, fail);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+  }
 }
 
 }  // namespace vram::detail

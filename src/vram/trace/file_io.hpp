@@ -44,7 +44,8 @@ class input_file {
 /// @brief The whole file's bytes. @throws input_error "PATH: cannot open: reason" for a missing file.
 std::string read_file_bytes(const std::string& path);
 
-/// @brief Writes @p bytes to @p path, replacing it. @throws vram::error when the file cannot be written.
+/// @brief Writes @p bytes to @p path, replacing it only once all are written (through a file beside it, renamed):
+/// a failure leaves what was there. @throws vram::error when the file cannot be written.
 void write_file_bytes(const std::string& path, std::string_view bytes);
 
 }  // namespace vram::detail
