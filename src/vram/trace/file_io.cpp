@@ -122,36 +122,28 @@ void write_in_place(const std::string& path, std::string_view bytes) {
 
 void write_file_bytes(const std::string& path, std::string_view bytes) {
   // Something other than a regular file (/dev/null, a pipe, a link) is written in place, as it is.
-  struct stat link {};
-  const bool exists = ::lstat(path.c_str(), &link) == 0;
-  if (exists && !S_ISREG(link.st_mode)) return write_in_place(path, bytes);
+  struct stat was {};
+  const bool exists = ::lstat(path.c_str(), &was) == 0;
+  if (exists && !S_ISREG(was.st_mode)) return write_in_place(path, bytes);
   // A file: into a new one beside it, renamed over it once whole, so a write that fails (a full disk, a file
   // size limit) leaves the file that was there as it was, and no part of the new one. Where no file can be
   // made beside it (a folder the user may not write to), an existing file is written in place.
   std::string tmp = path + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
+  int fd = ::mkstemp(tmp.data());
   if (fd < 0 && exists && (errno == EACCES || errno == EPERM || errno == EROFS)) return write_in_place(path, bytes);
   if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
-  auto fail = [&](const char* what, int err) {
-    ::close(fd);
+  auto abandon = [&](const char* what, int err) {
+    if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
     throw error(fmt::format("{}: {}: {}", path, what, std::strerror(err)));
   };
   // mkstemp makes the file 0600: give it the mode of the file it replaces, else that of any new file.
-  struct stat old {};
-  const mode_t mode = ::stat(path.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~process_umask());
-  if (::fchmod(fd, mode) != 0) fail("cannot create", errno);
-  write_all(fd, bytes, fail);
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
-  }
+  if (::fchmod(fd, exists ? (was.st_mode & 07777) : (0666 & ~process_umask())) != 0) abandon("cannot create", errno);
+  write_all(fd, bytes, abandon);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abandon("cannot write", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("cannot write", errno);
 }
 
 }  // namespace vram::detail
