@@ -27,8 +27,10 @@ std::string explain(const replay_result& r) {
   if (r.external_fragmentation > 0.005)
     s += fmt::format(", {:.0f}% of its free memory outside the largest free block", 100.0 * r.external_fragmentation);
   if (r.internal_fragmentation > 0.005) s += fmt::format(", {:.0f}% of live blocks lost to rounding", 100.0 * r.internal_fragmentation);
-  s += fmt::format(", {} driver calls ({:.3f} s modelled)", r.device_calls.total_calls(), r.modelled_driver_seconds);
-  if (r.failed_allocations > 0) s += fmt::format(", {} failed allocations", r.failed_allocations);
+  const auto calls = r.device_calls.total_calls();
+  s += fmt::format(", {} driver call{} ({:.3f} s modelled)", calls, calls == 1 ? "" : "s", r.modelled_driver_seconds);
+  if (r.failed_allocations > 0)
+    s += fmt::format(", {} failed allocation{}", r.failed_allocations, r.failed_allocations == 1 ? "" : "s");
   return s;
 }
 
