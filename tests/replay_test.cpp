@@ -187,6 +187,29 @@ TEST(Replay, WarmUpIsTheDriverTimeUpToTheFirstPeakOfLiveBytes) {
   EXPECT_NEAR(m.modelled_driver_seconds - m.warmup_driver_seconds, static_cast<double>(malloc2 + frees) * 1e-9, 1e-12);
 }
 
+// The replay's own queries of the device (at the first failure, and at each peak of reserved) are not the
+// allocator's calls: on an 8 MiB device a 10 MiB cudaMalloc fails, then 2 and 4 MiB succeed; the calls are
+// the three cudaMallocs (the failed one costs as much as any) and the two cudaFrees, and nothing else.
+TEST(Replay, TheReplaysOwnQueriesAreNotCountedAsTheAllocators) {
+  using a = trace_action;
+  trace t;
+  t.events = {{0, 0xA, 10 * MiB, 0, a::alloc},         {10, 0xB, 2 * MiB, 0, a::alloc},
+              {20, 0xC, 4 * MiB, 0, a::alloc},          {30, 0xB, 2 * MiB, 0, a::free_requested},
+              {40, 0xC, 4 * MiB, 0, a::free_requested}};
+  sim_device_options o;
+  o.capacity = 8 * MiB;
+  sim_device dev(o);
+  cuda_direct_resource r(dev);
+  const replay_result m = replay(t, r);
+  EXPECT_EQ(m.failed_allocations, 1u);
+  EXPECT_EQ(m.device_calls.total_calls(), 5u);
+  EXPECT_EQ(m.device_calls.calls(device_call::mem_get_info), 0u);
+  const cost_model c = cost_model::h200();
+  const std::uint64_t mallocs = c.cost(device_call::legacy_malloc, 10 * MiB) + c.cost(device_call::legacy_malloc, 2 * MiB) +
+                                c.cost(device_call::legacy_malloc, 4 * MiB);
+  EXPECT_NEAR(m.warmup_driver_seconds, static_cast<double>(mallocs) * 1e-9, 1e-12);
+}
+
 TEST(Replay, CountsAFailedAllocationAndSkipsItsFree) {
   sim_device dev(quiet());
   exact_resource r(dev, 3584);  // A (1024) + B (3072) = 4096 does not fit

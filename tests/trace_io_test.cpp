@@ -169,6 +169,18 @@ TEST(trace_io, format_names_round_trip) {
   EXPECT_EQ(to_string(trace_action::free_completed), "free_completed");
 }
 
+TEST(trace_io, a_csv_name_asks_for_torch_and_any_other_for_vram) {
+  EXPECT_EQ(format_for_name("run.csv"), trace_format::torch);
+  EXPECT_EQ(format_for_name("dir.vram/run.csv.gz"), trace_format::torch);
+  EXPECT_EQ(format_for_name("run.vram"), trace_format::vram);
+  EXPECT_EQ(format_for_name("run.vram.gz"), trace_format::vram);
+  EXPECT_EQ(format_for_name("run.gz"), trace_format::vram);
+  EXPECT_EQ(format_for_name("csv"), trace_format::vram);
+  EXPECT_EQ(format_for_name("run.csv.vram"), trace_format::vram);
+  EXPECT_EQ(format_for_name("RUN.CSV"), trace_format::torch);
+  EXPECT_EQ(format_for_name("run.Csv.GZ"), trace_format::torch);
+}
+
 TEST(trace_io, leading_zeros_are_read_by_the_slow_path) {
   // 23 digits for addr: more than the fast path takes, still the number 64.
   const std::string p = tmp().path("zeros.csv");
@@ -447,11 +459,40 @@ TEST(trace_io, a_write_that_fails_leaves_the_file_that_was_there) {
   EXPECT_EQ(read_trace(p).events.size(), 200u);
   ASSERT_EQ(::stat(p.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0640u);
-  // A link is written through, and stays a link.
-  const std::string link = tmp().path("link.csv");
+  // A link is written through, and stays a link; a file with a second name is written in place, so both
+  // names still show the same file.
+  const std::string link = tmp().path("link.csv"), second = tmp().path("second.csv");
+  std::filesystem::remove(link);
+  std::filesystem::remove(second);
   std::filesystem::create_symlink(p, link);
   write_trace(link, small, trace_format::torch);
   EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(slurp(p), before);
+  std::filesystem::create_hard_link(p, second);
+  write_trace(p, big, trace_format::torch);
+  EXPECT_EQ(slurp(second), slurp(p));
+  EXPECT_EQ(std::filesystem::hard_link_count(p), 2u);
+  std::filesystem::remove(second);
+}
+
+// A file the user may not write is refused and kept, as a shell's redirection refuses it (root may write
+// any file, so there is nothing to see as root).
+TEST(trace_io, a_file_the_user_may_not_write_is_refused_and_kept) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write a read-only file";
+  const std::string p = tmp().path("read_only.csv");
+  std::filesystem::remove(p);
+  const trace small = read_trace(data("torch_small.csv"));
+  write_trace(p, small, trace_format::torch);
+  ASSERT_EQ(::chmod(p.c_str(), 0444), 0);
+  const std::string before = slurp(p);
+  trace other = small;
+  other.events.pop_back();
+  try {
+    write_trace(p, other, trace_format::torch);
+    ADD_FAILURE() << "a read-only file was written";
+  } catch (const error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("read_only.csv: cannot create: Permission denied"));
+  }
   EXPECT_EQ(slurp(p), before);
 }
 

@@ -101,8 +101,10 @@ class Statistics(unittest.TestCase):
         import re
         body = re.search(r"typedef struct vram_stats \{(.*?)\} vram_stats;", header.read_text(), re.S).group(1)
         body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-        fields = re.findall(r"^\s*(size_t|uint64_t)\s+(\w+);", body, re.M)
+        fields = re.findall(r"^\s*(\w+)\s+(\w+)\s*;", body, re.M)
         kinds = {"size_t": ctypes.c_size_t, "uint64_t": ctypes.c_uint64}
+        unknown = [t for t, _ in fields if t not in kinds]
+        self.assertEqual(unknown, [], "a field of a type this test does not map")
         self.assertEqual([(n, kinds[t]) for t, n in fields], _library.Stats._fields_)
 
     def test_an_allocation_past_the_device_is_an_oom_that_says_why(self):

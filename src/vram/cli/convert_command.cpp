@@ -23,17 +23,8 @@ struct convert_args {
   read_options read;
 };
 
-// The format a name asks for when --to is not given: PyTorch's CSV for `.csv` (and `.csv.gz`), else vram's.
-std::string format_for(std::string name) {
-  auto ends_with = [&](std::string_view tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (ends_with(".gz")) name.resize(name.size() - 3);
-  return ends_with(".csv") ? "torch" : "vram";
-}
-
 void run_convert(const convert_args& a) {
-  const trace_format f = parse_trace_format(a.to.empty() ? format_for(a.output) : a.to);
+  const trace_format f = a.to.empty() ? format_for_name(a.output) : parse_trace_format(a.to);
   const trace t = read_trace(a.input, a.read);
   print_notes(a.input, t);
   const std::string problems = describe_problems(a.input, t, check_trace(t));

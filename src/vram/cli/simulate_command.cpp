@@ -18,16 +18,9 @@ struct simulate_args {
   workload_options options;
 };
 
-/// @brief The format a file name asks for: .csv / .csv.gz is PyTorch's CSV, anything else vram's own.
-trace_format format_for(const std::string& path, const std::string& explicit_format) {
-  if (!explicit_format.empty()) return parse_trace_format(explicit_format);
-  auto ends_with = [&](std::string_view s) { return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0; };
-  return ends_with(".csv") || ends_with(".csv.gz") ? trace_format::torch : trace_format::vram;
-}
-
 void run_simulate(const simulate_args& a) {
   const trace t = make_workload(a.workload, a.options);
-  const trace_format f = format_for(a.output, a.format);
+  const trace_format f = a.format.empty() ? format_for_name(a.output) : parse_trace_format(a.format);
   write_trace(a.output, t, f);
   std::cout << fmt::format("wrote {}: workload {}, {} events over {:.1f} s of trace time, {} format\n", a.output,
                            a.workload, t.events.size(), t.seconds(), to_string(f));

@@ -153,7 +153,9 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
         if (r.failed_allocations++ == 0) {
           r.first_failure_event = i;
           r.first_failure_time_s = static_cast<double>(e.time_us - t0) * 1e-6;
+          const device_call_stats before_query = dev.calls();  // the query is not the allocator's call
           const auto info = dev.mem_info();
+          query_calls = detail::sum(query_calls, detail::difference(dev.calls(), before_query));
           r.free_share_at_first_failure =
               info.total == 0 ? 0.0 : static_cast<double>(info.free) / static_cast<double>(info.total);
         }

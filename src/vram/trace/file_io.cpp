@@ -121,29 +121,43 @@ void write_in_place(const std::string& path, std::string_view bytes) {
 }  // namespace
 
 void write_file_bytes(const std::string& path, std::string_view bytes) {
-  // Something other than a regular file (/dev/null, a pipe, a link) is written in place, as it is.
   struct stat was {};
   const bool exists = ::lstat(path.c_str(), &was) == 0;
-  if (exists && !S_ISREG(was.st_mode)) return write_in_place(path, bytes);
-  // A file: into a new one beside it, renamed over it once whole, so a write that fails (a full disk, a file
-  // size limit) leaves the file that was there as it was, and no part of the new one. Where no file can be
-  // made beside it (a folder the user may not write to), an existing file is written in place.
+  // A file the user may not write is refused, as a shell's redirection would refuse it.
+  if (exists && S_ISREG(was.st_mode) && ::access(path.c_str(), W_OK) != 0)
+    throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  // Written in place, as it is: anything but a plain file of the user's own with one name (a link, a device, a
+  // pipe, a file with other names, another user's file), which a new file would not be the same as.
+  if (exists && (!S_ISREG(was.st_mode) || was.st_nlink > 1 || was.st_uid != ::geteuid()))
+    return write_in_place(path, bytes);
+  // Otherwise into a new file beside it, flushed to the disk and renamed over it once whole, so a write that
+  // fails (a full disk, a file size limit, a crash) leaves the file that was there, and no part of the new one.
+  // Where no file can be made beside it (a folder the user may not write to, a name too long for a suffix) or
+  // renamed over it (a file mounted on its own), it is written in place.
   std::string tmp = path + ".XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0 && exists && (errno == EACCES || errno == EPERM || errno == EROFS)) return write_in_place(path, bytes);
-  if (fd < 0) throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return write_in_place(path, bytes);
   auto abandon = [&](const char* what, int err) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
     throw error(fmt::format("{}: {}: {}", path, what, std::strerror(err)));
   };
-  // mkstemp makes the file 0600: give it the mode of the file it replaces, else that of any new file.
+  // mkostemp makes the file 0600: give it the mode and group of the file it replaces, else those of any new file.
   if (::fchmod(fd, exists ? (was.st_mode & 07777) : (0666 & ~process_umask())) != 0) abandon("cannot create", errno);
+  if (exists && was.st_gid != ::getegid() && ::fchown(fd, static_cast<uid_t>(-1), was.st_gid) != 0) {
+    // Not a member of that group: the new file keeps the user's own, as any file the user makes.
+  }
   write_all(fd, bytes, abandon);
+  if (::fsync(fd) != 0 && errno != EINVAL) abandon("cannot write", errno);
   const int closed = ::close(fd);
   fd = -1;
   if (closed != 0) abandon("cannot write", errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("cannot write", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    if (err == EPERM || err == EACCES || err == EBUSY || err == EXDEV) return write_in_place(path, bytes);
+    throw error(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+  }
 }
 
 }  // namespace vram::detail

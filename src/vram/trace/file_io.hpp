@@ -44,8 +44,10 @@ class input_file {
 /// @brief The whole file's bytes. @throws input_error "PATH: cannot open: reason" for a missing file.
 std::string read_file_bytes(const std::string& path);
 
-/// @brief Writes @p bytes to @p path, replacing it only once all are written (through a file beside it, renamed):
-/// a failure leaves what was there. @throws vram::error when the file cannot be written.
+/// @brief Writes @p bytes to @p path. A plain file of the user's own is replaced only once all are written (through a
+/// file beside it, flushed and renamed), so a failure leaves what was there; a link, a device, a file with other
+/// names or another user's is written in place. @throws vram::error when the file cannot be written (a file the
+/// user may not write is refused).
 void write_file_bytes(const std::string& path, std::string_view bytes);
 
 }  // namespace vram::detail

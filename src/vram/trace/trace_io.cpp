@@ -17,6 +17,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <memory>
 
 #include "vram/core/error.hpp"
@@ -142,6 +143,14 @@ trace_format parse_trace_format(std::string_view name) {
   if (name == "rmm") return trace_format::rmm;
   if (name == "vram") return trace_format::vram;
   throw usage_error(fmt::format("unknown trace format '{}': expected torch, rmm or vram", name));
+}
+
+trace_format format_for_name(std::string_view path) noexcept {
+  std::string lower(path.size() < 7 ? path : path.substr(path.size() - 7));  // ".csv.gz" at most
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view tail = lower;
+  if (detail::ends_with(tail, ".gz")) tail.remove_suffix(3);
+  return detail::ends_with(tail, ".csv") ? trace_format::torch : trace_format::vram;
 }
 
 std::string_view to_string(trace_format f) noexcept {

@@ -21,6 +21,9 @@ enum class trace_format { torch, rmm, vram };
 /// @brief Parses a format name ("torch", "rmm", "vram"). @throws usage_error for another.
 trace_format parse_trace_format(std::string_view name);
 std::string_view to_string(trace_format f) noexcept;
+/// @brief The format a file's name asks for: PyTorch's CSV for ".csv" and ".csv.gz" (in any case), vram's for any
+/// other (an RMM log is written only when asked for by name).
+trace_format format_for_name(std::string_view path) noexcept;
 
 struct read_options {
   /// @brief Of a snapshot with several devices, only this one; every device when unset.
