@@ -118,14 +118,32 @@ TEST(BenchOptions, CheckRejectsBadValues) {
   bench_options zero_threads;
   zero_threads.threads = {0};
   EXPECT_THROW(zero_threads.check(), usage_error);
-  // 6 sizes x 2 thread counts = 12 cells; 300 s each = 3600 s: allowed; 301 s = 3612 s: over the hour.
+}
+
+// The hour is the whole run's: on the simulated device, 6 sizes x 2 thread counts x 2 allocators (vram,
+// glibc) = 24 cells, once each: 150 s a cell is 3600 s, allowed; 151 s is over. With the defaults (the same
+// cells, 3 rounds) 50 s is 3600 s and 51 s over, though no list was given.
+TEST(BenchOptions, ARunOfMoreThanAnHourInAllIsRefused) {
+  sim_device dev;
   bench_options hour;
   hour.sizes = default_sizes(true);
   hour.threads = {1, 2};
-  hour.seconds = 300;
-  EXPECT_NO_THROW(hour.check());
-  hour.seconds = 301;
-  EXPECT_THROW(hour.check(), usage_error);
+  hour.repeat = 1;
+  hour.seconds = 150;
+  EXPECT_EQ(plan_for(dev, hour).allocators.size(), 2u);
+  hour.seconds = 151;
+  EXPECT_THROW(plan_for(dev, hour), usage_error);
+  bench_options defaults;
+  defaults.seconds = 50;
+  EXPECT_NO_THROW(plan_for(dev, defaults));
+  defaults.seconds = 51;
+  try {
+    plan_for(dev, defaults);
+    ADD_FAILURE() << "a run of 3672 s was planned";
+  } catch (const usage_error& e) {
+    EXPECT_STREQ(e.what(), "51 s per cell over 24 cells (6 sizes x 2 thread counts x 2 allocators), 3 times, is more "
+                           "than an hour; lower --seconds or --repeat, or measure fewer cells");
+  }
 }
 
 TEST(BenchDefaults, PerDeviceKind) {

@@ -64,15 +64,15 @@ void run_bench_command(const bench_args& a) {
   o.pairs = a.pairs;
   o.repeat = a.repeat;
   o.check();  // before opening a GPU
-  std::ofstream json_out;
-  if (!a.json_file.empty()) {
-    json_out.open(a.json_file);  // before the run, so a bad path costs no run
-    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
-  }
 
   const device_choice choice = open_device(parse_device_spec(a.device));
   if (!choice.note.empty()) std::cerr << choice.note << '\n';
   const measure::bench_plan plan = measure::plan_for(*choice.dev, o);
+  std::ofstream json_out;
+  if (!a.json_file.empty()) {
+    json_out.open(a.json_file);  // before the run, so a bad path costs no run (and a refused plan no file)
+    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
+  }
 
   progress_line progress;
   measure::bench_result r = measure::run_bench(*choice.dev, plan, [&](std::size_t done, std::size_t total, const std::string& cell) {

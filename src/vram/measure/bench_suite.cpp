@@ -77,12 +77,6 @@ void bench_options::check() const {
   if (!(seconds > 0) || !std::isfinite(seconds)) {
     throw usage_error(fmt::format("bad time per cell {}: a positive number of seconds, e.g. 0.2", seconds));
   }
-  const double cells = static_cast<double>(std::max<std::size_t>(sizes.size(), 1)) *
-                       static_cast<double>(std::max<std::size_t>(threads.size(), 1));
-  if (seconds * cells * std::max(repeat, 1u) > 3600) {
-    throw usage_error(fmt::format("{} s per cell over {} cells per allocator, {} times, is more than an hour; lower "
-                                  "--seconds or --repeat", seconds, cells, std::max(repeat, 1u)));
-  }
 }
 
 std::vector<std::size_t> default_sizes(bool simulated) {
@@ -159,6 +153,13 @@ bench_plan plan_for(device& dev, const bench_options& o) {
                               return make_resource_target("torch-native", make_resource("torch-native", *d),
                                                           sharing::mutex);
                             }});
+  }
+  // The whole run, with the device's defaults and every allocator: its timed part alone past an hour is refused.
+  const std::size_t cells = p.sizes.size() * p.threads.size() * p.allocators.size();
+  if (p.seconds * static_cast<double>(cells) * p.repeat > 3600) {
+    throw usage_error(fmt::format("{} s per cell over {} cells ({} sizes x {} thread counts x {} allocators), {} "
+                                  "times, is more than an hour; lower --seconds or --repeat, or measure fewer cells",
+                                  p.seconds, cells, p.sizes.size(), p.threads.size(), p.allocators.size(), p.repeat));
   }
   return p;
 }

@@ -36,8 +36,8 @@ struct bench_options {
   std::uint64_t pairs = 0;  // per thread and cell; 0: time alone
   unsigned repeat = 0;      // runs of every cell, the median kept; 0: the device's default
 
-  /// @brief @throws usage_error for a zero size, a thread count of 0 or above max_threads, a time that is
-  /// not positive and finite, or more than an hour in all.
+  /// @brief @throws usage_error for a zero size, a thread count of 0 or above max_threads, or a time that is
+  /// not positive and finite (plan_for also refuses a run of more than an hour).
   void check() const;
 };
 
@@ -75,7 +75,8 @@ struct bench_plan {
 };
 
 /// @brief The plan for @p dev: its allocators, and @p o with the device's defaults filled in.
-/// @p dev must outlive the plan. @throws usage_error from o.check().
+/// @p dev must outlive the plan. @throws usage_error from o.check(), and for a run whose timed part, over
+/// every cell of every allocator and every round, is more than an hour.
 bench_plan plan_for(device& dev, const bench_options& o);
 
 /// @brief One cell's figures. Figures are NaN where they cannot be had (a failed cell, no baseline row,

@@ -143,7 +143,7 @@ class arena {
   std::size_t reserved() const noexcept { return map_.reserved(); }
   std::size_t in_use() const noexcept { return in_use_; }
   /// @brief Whether the index of free handle ends is kept now (from the first tight request on, until 1024
-  /// requests in a row found the arena roomy).
+  /// judgements of the pressure in a row found the arena short of tight; arena_growth.cpp).
   bool pieces_indexed() const noexcept { return map_.pieces_kept(); }
   /// @brief Bytes of handles that are mapped (each counted once, however many views it has).
   std::size_t mapped() const noexcept { return map_.mapped(); }

@@ -12,7 +12,7 @@ namespace vram::detail {
 growth_settings arena::settings() const noexcept { return {handle_cap(), pressure_, options_.aliasing}; }
 
 // The pressure for a request of s bytes (pressure.hpp), and the piece index kept from the first tight request
-// until 1024 requests in a row find the arena short of tight.
+// until 1024 judgements in a row (a request that grows is judged twice) find the arena short of tight.
 void arena::update_pressure(std::size_t s) {
   pressure_ = judge_pressure({.request = s,
                               .reserved = map_.reserved(),
