@@ -267,6 +267,31 @@ TEST(Cli, ReportWritesOnePageAndSaysTheFailureInWords) {
   EXPECT_EQ(o.code, 1);
 }
 
+TEST(Cli, BenchWritesItsJsonFileOnceTheRunIsDoneAndSaysABadPathBeforeIt) {
+  const auto file = write_file("bench.json", "the results of an earlier run\n");
+  auto contents = [&] {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // A plan of more than an hour is refused (exit 2) and leaves the file as it was.
+  outcome o = run("bench --device sim --seconds 60 --json-file " + file);
+  EXPECT_EQ(o.code, 2) << o.out;
+  EXPECT_EQ(contents(), "the results of an earlier run\n");
+  // A folder that cannot take the file is said at once (exit 1), before any cell runs.
+  o = run("bench --device sim --sizes 512 --threads 1 --seconds 0.01 --repeat 1 --json-file " +
+          (test_dir() / "no-such-folder" / "bench.json").string());
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_THAT(o.out, ::testing::HasSubstr("is not a folder this user may write to"));
+  EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("vram bench on")));
+  // A run that ends replaces the file with the JSON printed: one size, one thread count, two allocators.
+  o = run("bench --device sim --sizes 512 --threads 1 --seconds 0.01 --repeat 1 --json-file " + file);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(contents());
+  EXPECT_THAT(j.at("command").get<std::string>(), ::testing::HasSubstr("--json-file " + file));
+  ASSERT_TRUE(j.contains("rows")) << j.dump();
+  EXPECT_EQ(j.at("rows").size(), 2U) << j.dump();  // vram and malloc
+}
+
 TEST(Cli, FitFindsTheSmallestDevice) {
   const auto path = write_file("small.csv", small_trace);
   // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.

@@ -19,6 +19,7 @@
 #include "vram/cli/progress.hpp"
 #include "vram/core/error.hpp"
 #include "vram/device/device_spec.hpp"
+#include "vram/trace/file_io.hpp"
 
 namespace vram::cli {
 
@@ -68,11 +69,9 @@ void run_bench_command(const bench_args& a) {
   const device_choice choice = open_device(parse_device_spec(a.device));
   if (!choice.note.empty()) std::cerr << choice.note << '\n';
   const measure::bench_plan plan = measure::plan_for(*choice.dev, o);
-  std::ofstream json_out;
-  if (!a.json_file.empty()) {
-    json_out.open(a.json_file);  // before the run, so a bad path costs no run (and a refused plan no file)
-    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
-  }
+  // Checked before the run, so a bad path costs no run; written after it, so a refused plan or a failed run
+  // leaves the file that was there.
+  if (!a.json_file.empty()) detail::check_writable(a.json_file);
 
   progress_line progress;
   measure::bench_result r = measure::run_bench(*choice.dev, plan, [&](std::size_t done, std::size_t total, const std::string& cell) {
@@ -82,11 +81,7 @@ void run_bench_command(const bench_args& a) {
   r.command = command_line(a);
   if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
 
-  if (json_out.is_open()) {
-    json_out << measure::to_json(r).dump(2) << '\n';
-    json_out.close();
-    if (!json_out) throw input_error("cannot write the bench results to '" + a.json_file + "'");
-  }
+  if (!a.json_file.empty()) detail::write_file_bytes(a.json_file, measure::to_json(r).dump(2) + '\n');
   if (a.json) {
     std::cout << measure::to_json(r).dump(2) << '\n';
   } else {

@@ -2,10 +2,7 @@
 // page that shows where the memory went (docs/report.md).
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <iostream>
-
-#include <unistd.h>
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
@@ -58,11 +55,7 @@ void run_report(const report_args& a) {
   o.curve = !a.no_curve;
   // The replays may take minutes: a page that cannot be written is said before them, and an existing one is
   // replaced only once the new one is ready.
-  {
-    const auto dir = std::filesystem::absolute(a.output).parent_path();
-    if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0)
-      throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", a.output, dir.string()));
-  }
+  detail::check_writable(a.output);
   progress_line progress;
   o.progress = [&](const std::string& what) { progress.show(what); };
 

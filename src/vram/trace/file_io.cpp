@@ -160,4 +160,19 @@ void write_file_bytes(const std::string& path, std::string_view bytes) {
   }
 }
 
+void check_writable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw error(fmt::format("{}: cannot create: it is a folder", path));
+    if (::access(path.c_str(), W_OK) != 0)
+      throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+    return;
+  }
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode) || ::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", path, dir));
+}
+
 }  // namespace vram::detail

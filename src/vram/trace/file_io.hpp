@@ -50,4 +50,10 @@ std::string read_file_bytes(const std::string& path);
 /// user may not write is refused).
 void write_file_bytes(const std::string& path, std::string_view bytes);
 
+/// @brief Throws what write_file_bytes would say at once, for a command that writes its file only after long
+/// work: @throws vram::error "PATH: cannot create: DIR is not a folder this user may write to" where the file does
+/// not exist and its folder cannot take it, "PATH: cannot create: REASON" for an existing file the user may not
+/// write. Nothing is created or changed.
+void check_writable(const std::string& path);
+
 }  // namespace vram::detail
