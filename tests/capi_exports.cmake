@@ -14,6 +14,7 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 set(expected vram_device_count vram_device_name vram_free vram_free_string vram_get_limit vram_get_stats
+             vram_get_stats_sized
              vram_last_error vram_last_error_code vram_malloc vram_record_start vram_record_stop vram_record_stream
              vram_reset_peak_stats vram_set_limit vram_snapshot_json vram_trim)
 list(SORT exported)

@@ -6,8 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -324,6 +327,49 @@ TEST(capi, null_outputs_are_errors) {
   EXPECT_EQ(vram_get_limit(0, nullptr), VRAM_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(vram_last_error(), StartsWith("vram_get_limit(device=0): bytes is NULL"));
   EXPECT_EQ(vram_record_stream(nullptr, 0, nullptr), VRAM_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(capi, a_sized_read_of_the_stats_writes_the_callers_bytes_and_no_more) {
+  const vram_stats before = stats_of(6);
+  void* p = vram_malloc(1000, 6, nullptr);
+  ASSERT_NE(p, nullptr) << vram_last_error();
+  vram_stats whole{};
+  ASSERT_EQ(vram_get_stats(6, &whole), VRAM_SUCCESS);
+  EXPECT_EQ(whole.allocations, before.allocations + 1);
+  EXPECT_EQ(whole.allocated_bytes, before.allocated_bytes + 1024);  // 1000 rounded up to 512 bytes
+  static_assert(sizeof(vram_stats) == 136, "version 2: 9 size_t and 8 uint64_t");
+  static_assert(offsetof(vram_stats, alloc_retries) == 96, "version 1 ended after failed_allocations");
+
+  // An older caller's structure (version 1, 96 bytes): its bytes and not one past them.
+  std::array<unsigned char, 160> buf{};
+  buf.fill(0xAB);
+  ASSERT_EQ(vram_get_stats_sized(6, buf.data(), 96), VRAM_SUCCESS) << vram_last_error();
+  EXPECT_EQ(std::memcmp(buf.data(), &whole, 96), 0);
+  for (std::size_t i = 96; i < buf.size(); ++i) ASSERT_EQ(buf[i], 0xAB) << "byte " << i;
+
+  // The same size: the whole structure.
+  buf.fill(0xAB);
+  ASSERT_EQ(vram_get_stats_sized(6, buf.data(), sizeof(vram_stats)), VRAM_SUCCESS);
+  EXPECT_EQ(std::memcmp(buf.data(), &whole, sizeof whole), 0);
+  EXPECT_EQ(buf[sizeof(vram_stats)], 0xAB);
+
+  // A newer caller's, 16 bytes longer: all this library knows, then zeros up to its size.
+  buf.fill(0xAB);
+  ASSERT_EQ(vram_get_stats_sized(6, buf.data(), sizeof(vram_stats) + 16), VRAM_SUCCESS);
+  EXPECT_EQ(std::memcmp(buf.data(), &whole, sizeof whole), 0);
+  for (std::size_t i = sizeof(vram_stats); i < sizeof(vram_stats) + 16; ++i) ASSERT_EQ(buf[i], 0) << "byte " << i;
+  EXPECT_EQ(buf[sizeof(vram_stats) + 16], 0xAB);
+
+  // Too small for one field, or nowhere to write: refused, nothing written.
+  buf.fill(0xAB);
+  EXPECT_EQ(vram_get_stats_sized(6, buf.data(), 4), VRAM_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(vram_last_error(), StartsWith("vram_get_stats_sized(device=6, size=4): size is 4: at least 8"));
+  EXPECT_EQ(buf[0], 0xAB);
+  EXPECT_EQ(vram_get_stats_sized(6, nullptr, 96), VRAM_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(vram_last_error(), StartsWith("vram_get_stats_sized(device=6, size=96): out is NULL"));
+  EXPECT_EQ(vram_get_stats_sized(8, buf.data(), 96), VRAM_ERROR_INVALID_ARGUMENT);
+  vram_free(p, 1000, 6, nullptr);
+  EXPECT_EQ(vram_last_error_code(), VRAM_SUCCESS);
 }
 
 TEST(capi, two_devices_have_separate_pools) {

@@ -48,6 +48,12 @@ enum vram_status {
   VRAM_ERROR_INTERNAL = 4          /**< a broken invariant or an unexpected failure inside vram */
 };
 
+/**
+ * @brief The version of vram_stats this header describes. Fields are only ever added at its end: version 1 had
+ * the 12 fields up to failed_allocations (96 bytes), version 2 adds the pool's calls to the device (136 bytes).
+ */
+#define VRAM_STATS_VERSION 2
+
 /** @brief A device's pool figures, as vram's pool_stats has them. Bytes are current unless named peak. */
 typedef struct vram_stats {
   size_t requested_bytes;      /**< bytes the program asked for, in live blocks */
@@ -124,10 +130,21 @@ VRAM_API int vram_set_limit(int device, size_t bytes);
 VRAM_API int vram_get_limit(int device, size_t* bytes);
 
 /**
- * @brief Copies the device pool's statistics into @p out.
+ * @brief Copies the device pool's statistics into @p out: the whole vram_stats of the library's version, which
+ * must be no larger than the caller's. A program that may meet a library newer than its header calls
+ * vram_get_stats_sized(device, &s, sizeof s) instead.
  * @return VRAM_SUCCESS, or VRAM_ERROR_INVALID_ARGUMENT for a bad device or a NULL @p out.
  */
 VRAM_API int vram_get_stats(int device, vram_stats* out);
+
+/**
+ * @brief Copies the device pool's statistics into the @p size bytes at @p out: the first @p size bytes of the
+ * library's vram_stats where the caller's structure is the same size or smaller (an older header), and the
+ * whole of it followed by zeros where the caller's is larger (a newer header). Nothing past @p size is written.
+ * @param size sizeof the caller's vram_stats; at least 8.
+ * @return VRAM_SUCCESS, or VRAM_ERROR_INVALID_ARGUMENT for a bad device, a NULL @p out or a @p size under 8.
+ */
+VRAM_API int vram_get_stats_sized(int device, void* out, size_t size);
 
 /**
  * @brief Sets the device pool's peaks (peak_allocated_bytes, peak_reserved_bytes) to the current figures.

@@ -94,7 +94,7 @@ class Statistics(unittest.TestCase):
             "vram.mapped_bytes", "vram.maps", "vram.unmaps", "vram.limit_bytes"]))
 
     def test_the_stats_structure_has_the_header_s_fields_in_order(self):
-        # vram_get_stats writes the whole vram_stats of the library's version: a shorter structure overflows.
+        # The package reads the header's vram_stats, field for field: one missed would shift every later one.
         header = PACKAGE.parent / "include" / "vram" / "vram.h"
         if not header.exists():
             self.skipTest("no source tree beside the package")

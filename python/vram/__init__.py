@@ -67,7 +67,7 @@ def _index(device):
 
 def _stats(device):
     s = _Stats()
-    _library.check(_library.load().vram_get_stats(_index(device), _ctypes.byref(s)))
+    _library.check(_library.load().vram_get_stats_sized(_index(device), _ctypes.byref(s), _ctypes.sizeof(s)))
     return s
 
 

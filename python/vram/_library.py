@@ -38,7 +38,8 @@ class OutOfMemoryError(VramError, MemoryError):
 
 
 class Stats(ctypes.Structure):
-    """vram_stats of vram.h, version 2."""
+    """vram_stats of vram.h, version 2 (VRAM_STATS_VERSION), read with vram_get_stats_sized: a library of another
+    version writes this structure's bytes and no more."""
 
     _fields_ = [(name, ctypes.c_size_t) for name in (
         "requested_bytes", "allocated_bytes", "peak_allocated_bytes", "reserved_bytes", "peak_reserved_bytes",
@@ -70,7 +71,7 @@ def _prototypes(lib):
         "vram_trim": (c.c_int, [c.c_int, c.POINTER(c.c_size_t)]),
         "vram_set_limit": (c.c_int, [c.c_int, c.c_size_t]),
         "vram_get_limit": (c.c_int, [c.c_int, c.POINTER(c.c_size_t)]),
-        "vram_get_stats": (c.c_int, [c.c_int, c.POINTER(Stats)]),
+        "vram_get_stats_sized": (c.c_int, [c.c_int, c.c_void_p, c.c_size_t]),
         "vram_reset_peak_stats": (c.c_int, [c.c_int]),
         "vram_record_start": (c.c_int, [c.c_char_p]),
         "vram_record_stop": (c.c_int, []),

@@ -17,6 +17,7 @@
 //    ctypes), where glibc has only a small surplus for such a block (docs/c-api.md, "Loading").
 #include "vram/vram.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,30 @@ void check_output(T* out, const char* what) {
   if (out == nullptr) throw usage_error(fmt::format("{} is NULL; pass where to store the answer", what));
 }
 
+/// The C structure of a device pool's figures, from its pool_stats.
+vram_stats stats_of(int device) {
+  const pool_stats s = pool_table::global().pool(device).stats();
+  vram_stats c{};
+  c.requested_bytes = s.requested_bytes;
+  c.allocated_bytes = s.allocated_bytes;
+  c.peak_allocated_bytes = s.peak_allocated_bytes;
+  c.reserved_bytes = s.reserved_bytes;
+  c.peak_reserved_bytes = s.peak_reserved_bytes;
+  c.cached_bytes = s.cached_bytes;
+  c.thread_cached_bytes = s.thread_cached_bytes;
+  c.pending_bytes = s.pending_bytes;
+  c.mapped_bytes = s.mapped_bytes;
+  c.allocations = s.allocations;
+  c.frees = s.frees;
+  c.failed_allocations = s.failed_allocations;
+  c.alloc_retries = s.arena.out_of_memory_recoveries;
+  c.handles_created = s.arena.handles_created;
+  c.handles_released = s.arena.handles_released;
+  c.maps = s.arena.handles_mapped;
+  c.unmaps = s.arena.handles_unmapped;
+  return c;
+}
+
 }  // namespace detail
 
 }  // namespace vram::capi
@@ -194,27 +219,23 @@ int vram_get_limit(int device, size_t* bytes) {
 int vram_get_stats(int device, vram_stats* out) {
   return guarded(call_on("vram_get_stats", device), [&] {
     check_output(out, "out");
-    const vram::pool_stats s = pool_table::global().pool(device).stats();
-    vram_stats c{};
-    c.requested_bytes = s.requested_bytes;
-    c.allocated_bytes = s.allocated_bytes;
-    c.peak_allocated_bytes = s.peak_allocated_bytes;
-    c.reserved_bytes = s.reserved_bytes;
-    c.peak_reserved_bytes = s.peak_reserved_bytes;
-    c.cached_bytes = s.cached_bytes;
-    c.thread_cached_bytes = s.thread_cached_bytes;
-    c.pending_bytes = s.pending_bytes;
-    c.mapped_bytes = s.mapped_bytes;
-    c.allocations = s.allocations;
-    c.frees = s.frees;
-    c.failed_allocations = s.failed_allocations;
-    c.alloc_retries = s.arena.out_of_memory_recoveries;
-    c.handles_created = s.arena.handles_created;
-    c.handles_released = s.arena.handles_released;
-    c.maps = s.arena.handles_mapped;
-    c.unmaps = s.arena.handles_unmapped;
-    *out = c;
+    *out = stats_of(device);
   });
+}
+
+int vram_get_stats_sized(int device, void* out, size_t size) {
+  return guarded(
+      [&](char* msg, std::size_t cap) {
+        return put(msg, cap, "vram_get_stats_sized(device={}, size={})", device, size);
+      },
+      [&] {
+        check_output(out, "out");
+        if (size < 8) throw vram::usage_error(fmt::format("size is {}: at least 8, the size of one field", size));
+        const vram_stats c = stats_of(device);
+        const std::size_t n = std::min(size, sizeof c);
+        std::memcpy(out, &c, n);
+        if (size > n) std::memset(static_cast<char*>(out) + n, 0, size - n);
+      });
 }
 
 int vram_reset_peak_stats(int device) {
