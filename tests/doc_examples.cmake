@@ -7,7 +7,7 @@
 # and `examples` (the repository's), so one example may use what an earlier one wrote. A command that names
 # its expected exit status in its comment (`# exits 3`) must exit with it; every other must exit 0; one whose
 # comment says `# needs a GPU` (vram record, which runs a CUDA program) is listed, not run. A command that
-# appears in several documents runs once. Run by ctest:
+# appears in several documents runs once. What the examples print is checked by tests/doc_outputs.py. Run by ctest:
 #   cmake -DSOURCE=<repo> -DVRAM=<path of the vram tool> -DWORK=<folder> -P doc_examples.cmake
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK})
