@@ -81,9 +81,10 @@ void run_bench_command(const bench_args& a) {
   r.command = command_line(a);
   if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
 
-  if (!a.json_file.empty()) detail::write_file_bytes(a.json_file, measure::to_json(r).dump(2) + '\n');
+  const std::string json = a.json || !a.json_file.empty() ? measure::to_json(r).dump(2) + '\n' : std::string();
+  if (!a.json_file.empty()) detail::write_file_bytes(a.json_file, json);
   if (a.json) {
-    std::cout << measure::to_json(r).dump(2) << '\n';
+    std::cout << json;
   } else {
     std::cout << measure::format_table(r);
   }
