@@ -147,6 +147,52 @@ TEST(HandleMap, PiecesAreTheFreeEndsBesideGaps) {
   m.validate(0);
 }
 
+// A view whose unmap waits for its fence is gone from the books but still mapped on the device: no gap yet, so
+// no piece lies beside it, and the pieces at its own ends go with it. Once the device unmaps it, the gap it
+// joins has the pieces of the views beside it.
+TEST(HandleMap, AViewWhoseUnmapWaitsIsNoGapAndLeavesNoPiece) {
+  handle_map m = one_zone();
+  // H0 at [0, 2) MiB: a block in [0, 0.5), free [0.5, 2). Gap [2, 6). H1 at [6, 8), cold, all free. H2 right
+  // after at [8, 10): free [8, 9), a block in [9, 10). Gap [10, 32).
+  const auto h0 = m.add_handle(1, 2 * MiB), h1 = m.add_handle(2, 2 * MiB), h2 = m.add_handle(3, 2 * MiB);
+  m.add_view(h0, base);
+  m.add_view(h1, base + 6 * MiB);
+  m.add_view(h2, base + 8 * MiB);
+  m.free_insert(base + MiB / 2, 3 * MiB / 2);
+  m.touch(base, MiB / 2);
+  m.free_insert(base + 6 * MiB, 3 * MiB);  // H1's 2 MiB and H2's first 1 MiB, one free range
+  m.touch(base + 9 * MiB, MiB);
+  m.keep_pieces(true);
+  m.validate(0);
+  // H1's free start after the gap is a prefix of 2 MiB (a piece ends at its view's end).
+  EXPECT_EQ(m.pieces().places(side::suffix), (piece_index::by_place{{base + 2 * MiB, 3 * MiB / 2}}));
+  EXPECT_EQ(m.pieces().places(side::prefix), (piece_index::by_place{{base + 6 * MiB, 2 * MiB}}));
+
+  // H1 unmapped in the books, its fence pending: [6, 8) is no gap, so H2's free start at 8 MiB is no prefix,
+  // and H1's prefix at 6 MiB is gone with its view.
+  std::vector<mapping> pending;
+  m.unmap_handle(h1, [&](mapping g) { pending.push_back(g); });
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].va, base + 6 * MiB);
+  EXPECT_EQ(m.pieces().places(side::suffix), (piece_index::by_place{{base + 2 * MiB, 3 * MiB / 2}}));
+  EXPECT_TRUE(m.pieces().places(side::prefix).empty());
+  m.validate(2 * MiB);
+
+  // A block freed into H2's free start while the unmap waits changes no piece either.
+  m.free_erase(base + 8 * MiB, MiB / 2);
+  m.touch(base + 8 * MiB, MiB / 2);
+  m.untouch(base + 8 * MiB, MiB / 2);
+  m.free_insert(base + 8 * MiB, MiB / 2);
+  EXPECT_TRUE(m.pieces().places(side::prefix).empty());
+  m.validate(2 * MiB);
+
+  // The device unmaps it: the gap [2, 8) ends at H2, whose free start of 1 MiB is now a prefix.
+  m.address_unmapped(pending[0]);
+  EXPECT_EQ(m.pieces().places(side::suffix), (piece_index::by_place{{base + 2 * MiB, 3 * MiB / 2}}));
+  EXPECT_EQ(m.pieces().places(side::prefix), (piece_index::by_place{{base + 8 * MiB, MiB}}));
+  m.validate(0);
+}
+
 // A random run of everything the arena does with the books but aliasing: handles made, spared, mapped where
 // the address space has room, blocks of a granule placed and freed, cold handles unmapped and released. After
 // every step the books validate and their totals agree with a plain list of the handles.

@@ -183,6 +183,9 @@ handle_map::mapping handle_map::remove_view(std::uint32_t v) {
   std::erase(h.views, v);
   views_[v] = view_rec{};
   free_views_.push_back(v);
+  // The pieces at its ends (its free start after a gap, its free end before one) went with it; the range
+  // becomes a gap, with the pieces beside it, only at address_unmapped().
+  gaps_changed(va, va + bytes);
   return {va, bytes};
 }
 

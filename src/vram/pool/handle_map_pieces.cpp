@@ -12,17 +12,24 @@
 
 namespace vram::detail {
 
+// A gap is address space the device has unmapped (the zone's unmapped set). A view gone from the books whose
+// unmap waits for its fence is no gap: nothing may be mapped there yet, so no piece lies beside it.
+
 // The free bytes that end at x, where a gap starts, within the view that ends there.
 std::size_t handle_map::suffix_len(std::size_t zi, device_ptr x) const {
   if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
-  if (granules_[granule_of(x)].view != none || granules_[granule_of(x - 1)].view == none) return 0;
+  if (granules_[granule_of(x - 1)].view == none) return 0;
+  const auto gap = zones_[zi].unmapped.containing(x);
+  if (!gap || gap->first != x) return 0;
   return free_ending_at(zi, x);
 }
 
 // The free bytes that start at x, where a gap ends, within the view that starts there.
 std::size_t handle_map::prefix_len(std::size_t zi, device_ptr x) const {
   if (x <= zone_base(zi) || x >= zone_end(zi) || x % granularity_ != 0) return 0;
-  if (granules_[granule_of(x)].view == none || granules_[granule_of(x - 1)].view != none) return 0;
+  if (granules_[granule_of(x)].view == none) return 0;
+  const auto gap = zones_[zi].unmapped.containing(x - 1);
+  if (!gap || gap->first + gap->second != x) return 0;
   return free_starting_at(zi, x);
 }
 
@@ -62,7 +69,8 @@ void handle_map::pieces_changed(device_ptr p, device_ptr q) {
   }
 }
 
-// A view mapped or unmapped at [p, q): the gaps changed there, and only there.
+// A view mapped or unmapped at [p, q), or gone from the books at [p, q) before the device unmaps it: the gaps,
+// or the views beside them, changed there, and only there.
 void handle_map::gaps_changed(device_ptr p, device_ptr q) {
   if (!pieces_kept_) return;
   const std::size_t zi = zone_index(p);
