@@ -5,7 +5,7 @@
 
 1. Calibration: one period of the seeded request sequence (it repeats every --period requests) under
    vram, and at the same time under native; peak live = vram's allocated_bytes.all.peak (native's
-   max_memory_allocated where vram's run failed).
+   max_memory_allocated where vram's run failed). --peak-live BYTES gives a figure measured before instead.
 2. limit = ratio x peak live. The four allocators run the serving workload at the same time, as four
    processes on the one GPU, each held to `limit`, for --seconds each.
 3. For each: whether and when it first failed, how often, the device's free share at the first failure,
@@ -91,6 +91,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--allocators", nargs="+", default=list(allocators.NAMES), choices=allocators.NAMES)
     ap.add_argument("--calibration-timeout-s", type=float, default=180)
+    ap.add_argument("--peak-live", type=int, default=None,
+                    help="peak live bytes measured before (a calibration's figure): skip the calibration")
     ap.add_argument("--opt", action="append", default=[], help="serving size, key=value (repeatable)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -109,16 +111,19 @@ def main():
         doc["elapsed_s"] = time.perf_counter() - t_start
         (out / "serve-at-limit.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
-    print(f"calibration: {args.period} requests under vram and native (children's files in {work})", flush=True)
-    calib = {a: start(a, ["--steps", str(args.period), "--warmup", "0"] + common,
-                      work / f"calib-{a}.json", work / f"calib-{a}.log") for a in ("vram", "native")}
-    doc["calibration"] = wait_all(calib, time.perf_counter() + args.calibration_timeout_s)
-    for a, key in (("vram", "allocator_peak_allocated_bytes"), ("native", "allocator_peak_allocated_bytes")):
-        rep = doc["calibration"][a].get("report") or {}
-        print(f"  {a}: rc={doc['calibration'][a]['rc']} peak allocated={rep.get(key)} "
-              f"wall_s={rep.get('wall_s')} error={rep.get('error')}", flush=True)
-        if doc["peak_live_bytes"] is None and rep.get(key) and not rep.get("error"):
-            doc["peak_live_bytes"], doc["peak_live_source"] = int(rep[key]), f"{a} {key}"
+    if args.peak_live is not None:
+        doc["peak_live_bytes"], doc["peak_live_source"] = args.peak_live, "--peak-live (no calibration)"
+    else:
+        print(f"calibration: {args.period} requests under vram and native (children's files in {work})", flush=True)
+        calib = {a: start(a, ["--steps", str(args.period), "--warmup", "0"] + common,
+                          work / f"calib-{a}.json", work / f"calib-{a}.log") for a in ("vram", "native")}
+        doc["calibration"] = wait_all(calib, time.perf_counter() + args.calibration_timeout_s)
+        for a, key in (("vram", "allocator_peak_allocated_bytes"), ("native", "allocator_peak_allocated_bytes")):
+            rep = doc["calibration"][a].get("report") or {}
+            print(f"  {a}: rc={doc['calibration'][a]['rc']} peak allocated={rep.get(key)} "
+                  f"wall_s={rep.get('wall_s')} error={rep.get('error')}", flush=True)
+            if doc["peak_live_bytes"] is None and rep.get(key) and not rep.get("error"):
+                doc["peak_live_bytes"], doc["peak_live_source"] = int(rep[key]), f"{a} {key}"
     if doc["peak_live_bytes"] is None:
         doc["error"] = "calibration failed: no peak live figure"
         save()
