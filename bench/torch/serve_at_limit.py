@@ -95,6 +95,8 @@ def main():
                     help="peak live bytes measured before (a calibration's figure): skip the calibration")
     ap.add_argument("--opt", action="append", default=[], help="serving size, key=value (repeatable)")
     args = ap.parse_args()
+    if args.peak_live is not None and args.peak_live <= 0:
+        ap.error(f"--peak-live must be a positive number of bytes, not {args.peak_live}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="serve-at-limit-"))
