@@ -109,20 +109,27 @@ TEST(HandleMap, AnAliasThatHoldsNoBlockGivesItsBytesBack) {
   (void)b;
 }
 
-TEST(HandleMap, PiecesAreTheFreeEndsBesideGaps) {
-  handle_map m = one_zone();
-  // H0 at [0, 2) MiB: a block in [0, 0.5), free [0.5, 2). Gap [2, 6). H1 at [6, 8): free [6, 7), a block in
-  // [7, 8). H2 right after at [8, 10): free [8, 9), a block in [9, 10). Gap [10, 32).
+// The layout of the two piece tests: three handles of a granule. H0 at [0, 2) MiB: a block in [0, 0.5), free
+// [0.5, 2). Gap [2, 6). H1 at [6, 8) and H2 right after at [8, 10), a block in [9, 10); what lies in [6, 9) is
+// each test's own. Gap [10, 32). Returns H1.
+std::uint32_t three_handles(handle_map& m) {
   const auto h0 = m.add_handle(1, 2 * MiB), h1 = m.add_handle(2, 2 * MiB), h2 = m.add_handle(3, 2 * MiB);
   m.add_view(h0, base);
   m.add_view(h1, base + 6 * MiB);
   m.add_view(h2, base + 8 * MiB);
   m.free_insert(base + MiB / 2, 3 * MiB / 2);
   m.touch(base, MiB / 2);
+  m.touch(base + 9 * MiB, MiB);
+  return h1;
+}
+
+TEST(HandleMap, PiecesAreTheFreeEndsBesideGaps) {
+  handle_map m = one_zone();
+  // three_handles, with H1 free in [6, 7) and a block in [7, 8), and H2 free in [8, 9).
+  three_handles(m);
   m.free_insert(base + 6 * MiB, MiB);
   m.touch(base + 7 * MiB, MiB);
   m.free_insert(base + 8 * MiB, MiB);
-  m.touch(base + 9 * MiB, MiB);
   EXPECT_FALSE(m.pieces_kept());
   EXPECT_TRUE(m.pieces().empty());
   m.keep_pieces(true);
@@ -152,16 +159,9 @@ TEST(HandleMap, PiecesAreTheFreeEndsBesideGaps) {
 // joins has the pieces of the views beside it.
 TEST(HandleMap, AViewWhoseUnmapWaitsIsNoGapAndLeavesNoPiece) {
   handle_map m = one_zone();
-  // H0 at [0, 2) MiB: a block in [0, 0.5), free [0.5, 2). Gap [2, 6). H1 at [6, 8), cold, all free. H2 right
-  // after at [8, 10): free [8, 9), a block in [9, 10). Gap [10, 32).
-  const auto h0 = m.add_handle(1, 2 * MiB), h1 = m.add_handle(2, 2 * MiB), h2 = m.add_handle(3, 2 * MiB);
-  m.add_view(h0, base);
-  m.add_view(h1, base + 6 * MiB);
-  m.add_view(h2, base + 8 * MiB);
-  m.free_insert(base + MiB / 2, 3 * MiB / 2);
-  m.touch(base, MiB / 2);
-  m.free_insert(base + 6 * MiB, 3 * MiB);  // H1's 2 MiB and H2's first 1 MiB, one free range
-  m.touch(base + 9 * MiB, MiB);
+  // three_handles, with H1 cold, all free, and H2 free in [8, 9): one free range [6, 9).
+  const auto h1 = three_handles(m);
+  m.free_insert(base + 6 * MiB, 3 * MiB);
   m.keep_pieces(true);
   m.validate(0);
   // H1's free start after the gap is a prefix of 2 MiB (a piece ends at its view's end).
