@@ -472,5 +472,34 @@ TEST(Cli, SizesPoliciesAndDevicesParse) {
   EXPECT_EQ(sim_options(parse_device_spec("sim:costs=lent")).label, "simulated H200 (lent H200 costs)");
 }
 
+TEST(CliParse, DurationsTakeTheirUnit) {
+  EXPECT_EQ(parse_duration_ns("5ms"), 5'000'000);
+  EXPECT_EQ(parse_duration_ns("250us"), 250'000);
+  EXPECT_EQ(parse_duration_ns("1.5s"), 1'500'000'000);
+  EXPECT_EQ(parse_duration_ns("100ns"), 100);
+  EXPECT_EQ(parse_duration_ns("0ms"), 0);
+  for (const char* bad : {"5", "-1ms", "ms", "", "5 parsecs", "1e3ms", "99999999999s"})
+    EXPECT_THROW(parse_duration_ns(bad), usage_error) << bad;
+}
+
+TEST(CliParse, ASimulatedDeviceMayRunBehindTheHost) {
+  EXPECT_FALSE(parse_device_spec("sim").lag_ns.has_value());
+  EXPECT_EQ(sim_options(parse_device_spec("sim")).lag_ns, 0);
+  const auto lag = parse_device_spec("sim:lag=5ms");
+  EXPECT_EQ(*lag.lag_ns, 5'000'000);
+  EXPECT_FALSE(lag.capacity.has_value());
+  EXPECT_EQ(sim_options(lag).lag_ns, 5'000'000);
+  EXPECT_EQ(sim_options(lag).label, "simulated H200, 5 ms behind the host");
+  const auto all = parse_device_spec("sim:80GiB,costs=lent,lag=250us");
+  EXPECT_EQ(*all.capacity, 80 * GiB);
+  EXPECT_TRUE(all.lent_costs);
+  EXPECT_EQ(*all.lag_ns, 250'000);
+  EXPECT_EQ(sim_options(all).label, "simulated device (lent H200 costs), 250 us behind the host");
+  EXPECT_EQ(sim_options(parse_device_spec("sim:lag=1500us")).label, "simulated H200, 1.5 ms behind the host");
+  EXPECT_EQ(sim_options(parse_device_spec("sim:lag=0ms")).label, "simulated H200");
+  for (const char* bad : {"sim:lag=5", "sim:lag=-1ms", "sim:lag=5ms,lag=1ms", "sim:lag=", "auto:lag=5ms"})
+    EXPECT_THROW(parse_device_spec(bad), usage_error) << bad;
+}
+
 }  // namespace
 }  // namespace vram

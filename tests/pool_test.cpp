@@ -202,6 +202,29 @@ TEST(Pool, AFenceThatCompletedLetsTheNextGrowthUnmapAtOnce) {
   pool.validate();
 }
 
+TEST(Pool, OnADeviceBehindTheHostAnUnmapWaitsUntilTheDevicesTimeHasCome) {
+  // As above, with no stream held: the device runs 5 ms behind the host (sim_device_options::lag_ns), as a
+  // GPU does behind the kernels queued ahead of it. The fence recorded at 0 ms completes at 5 ms, in the
+  // device's time (which a replay sets to the trace's).
+  auto o = quiet();
+  o.lag_ns = 5'000'000;
+  sim_device dev(o);
+  pool_resource pool(dev, plain(0.0));
+  const device_ptr a = pool.allocate(4 * MiB, 1);
+  pool.allocate(3 * MiB / 2, 1);
+  pool.deallocate(a, 4 * MiB, 1);
+  pool.allocate(9 * MiB / 2, 1);  // h0 recycled to [6, 10); [0, 4) waits for its fence, done at 5 ms
+  EXPECT_EQ(pool.stats().arena.unmaps_deferred, 1u);
+  dev.set_time(4'999'999);
+  pool.allocate(8 * MiB, 1);  // growth at the top, in new handles: the fence is not done, [0, 4) stays
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 0u);
+  dev.set_time(5'000'000);
+  pool.allocate(8 * MiB, 1);  // the next growth finds it done and unmaps [0, 4)
+  EXPECT_EQ(calls(dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(dev, device_call::stream_synchronize) + calls(dev, device_call::event_synchronize), 0u);
+  pool.validate();
+}
+
 TEST(Pool, WithinTheBudgetGrowthCreatesInsteadOfRecycling) {
   sim_device dev(quiet());
   pool_resource pool(dev, plain(10.0));  // up to 11x in use may be cached

@@ -505,6 +505,63 @@ TEST(sim_device_streams, legacy_free_waits_for_the_device) {
   EXPECT_TRUE(dev.event_query(e));
 }
 
+TEST(sim_device_streams, with_a_lag_work_completes_that_long_after_it_was_queued) {
+  sim_device_options o;
+  o.lag_ns = 5'000'000;
+  sim_device dev(o);
+  const event_id a = dev.event_create();
+  const event_id b = dev.event_create();
+  dev.set_time(1'000'000);
+  dev.event_record(a, 1);  // done at 6 ms
+  dev.set_time(3'000'000);
+  dev.event_record(b, 1);  // done at 8 ms
+  EXPECT_FALSE(dev.event_query(a));
+  dev.validate();
+  dev.set_time(5'999'999);
+  EXPECT_FALSE(dev.event_query(a));
+  dev.set_time(6'000'000);
+  EXPECT_TRUE(dev.event_query(a));
+  EXPECT_FALSE(dev.event_query(b));
+  dev.validate();
+  dev.set_time(8'000'000);
+  EXPECT_TRUE(dev.event_query(b));
+  dev.validate();
+}
+
+TEST(sim_device_streams, with_a_lag_synchronizing_holding_and_waiting_still_rule) {
+  sim_device_options o;
+  o.lag_ns = 5'000'000;
+  sim_device dev(o);
+  const event_id a = dev.event_create();
+  const event_id b = dev.event_create();
+  const event_id c = dev.event_create();
+  const event_id d = dev.event_create();
+  const event_id e = dev.event_create();
+  dev.event_record(a, 1);
+  dev.stream_synchronize(1);  // waits for the device: done although its time has not come
+  EXPECT_TRUE(dev.event_query(a));
+  dev.event_record(b, 2);  // done at 5 ms, but the stream is held from now on
+  dev.hold(2);
+  dev.set_time(10'000'000);
+  EXPECT_FALSE(dev.event_query(b));
+  dev.release(2);
+  EXPECT_TRUE(dev.event_query(b));
+  dev.event_record(c, 3);  // done at 15 ms
+  dev.device_synchronize();
+  EXPECT_TRUE(dev.event_query(c));
+  dev.hold(3);
+  dev.event_record(d, 3);  // held: done only at release
+  dev.stream_wait_event(4, d);
+  dev.event_record(e, 4);  // its own time comes at 15 ms; it also waits for d
+  dev.set_time(15'000'000);
+  EXPECT_FALSE(dev.event_query(e));
+  dev.validate();
+  dev.release(3);
+  EXPECT_TRUE(dev.event_query(d));
+  EXPECT_TRUE(dev.event_query(e));
+  dev.validate();
+}
+
 TEST(sim_device_streams, unknown_events_throw) {
   sim_device dev;
   const event_id e = dev.event_create();

@@ -40,6 +40,29 @@ std::size_t parse_size(std::string_view text) {
   throw bad("unknown unit '" + std::string(unit) + "'");
 }
 
+std::int64_t parse_duration_ns(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return usage_error(fmt::format("bad duration '{}': {} (write e.g. 250us, 5ms, 1.5s)", text, why));
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+  if (digits == 0) throw bad(text.empty() || text[0] != '-' ? "no number" : "negative");
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  if (ec != std::errc{} || end != text.data() + digits) throw bad("not a number");
+  const std::string_view unit = text.substr(digits);
+  static constexpr std::array<std::pair<std::string_view, double>, 4> units{
+      {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}};
+  for (const auto& [name, factor] : units) {
+    if (unit == name) {
+      const double ns = std::round(value * factor);
+      if (!(ns < static_cast<double>(std::numeric_limits<std::int64_t>::max()))) throw bad("too long");
+      return static_cast<std::int64_t>(ns);
+    }
+  }
+  throw bad(unit.empty() ? "no unit" : "unknown unit '" + std::string(unit) + "'");
+}
+
 std::string format_bytes(std::size_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes < 1024) return fmt::format("{} B", bytes);

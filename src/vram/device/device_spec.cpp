@@ -3,11 +3,24 @@
 
 #include <charconv>
 
+#include <fmt/format.h>
+
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/cuda_device.hpp"
 
 namespace vram {
+namespace {
+
+/// "5 ms", "250 us", "1.5 ms": a lag as the device's name shows it.
+std::string format_lag(std::int64_t ns) {
+  if (ns % 1'000'000 == 0) return fmt::format("{} ms", ns / 1'000'000);
+  if (ns >= 1'000'000) return fmt::format("{:g} ms", static_cast<double>(ns) / 1e6);
+  if (ns % 1'000 == 0) return fmt::format("{} us", ns / 1'000);
+  return fmt::format("{} ns", ns);
+}
+
+}  // namespace
 
 device_spec parse_device_spec(std::string_view text) {
   device_spec s;
@@ -17,7 +30,8 @@ device_spec parse_device_spec(std::string_view text) {
   const std::string_view tail = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   auto bad = [&](std::string_view why) {
     return usage_error("bad device '" + std::string(text) + "': " + std::string(why) +
-                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, sim:costs=lent, sim:80GiB,costs=lent, cuda or cuda:N)");
+                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, sim:costs=lent, sim:lag=5ms, sim:80GiB,costs=lent,lag=5ms, "
+                       "cuda or cuda:N)");
   };
   if (head == "auto") {
     if (colon != std::string_view::npos) throw bad("auto takes no argument");
@@ -33,6 +47,13 @@ device_spec parse_device_spec(std::string_view text) {
           const std::string_view model = part.substr(6);
           if (model == "lent") s.lent_costs = true;
           else if (model != "table") throw bad("costs must be table or lent");
+        } else if (part.starts_with("lag=")) {
+          if (s.lag_ns) throw bad("two lags");
+          try {
+            s.lag_ns = parse_duration_ns(part.substr(4));
+          } catch (const usage_error& e) {
+            throw bad(e.what());
+          }
         } else {
           if (s.capacity) throw bad("two capacities");
           try {
@@ -67,6 +88,10 @@ sim_device_options sim_options(const device_spec& spec) {
   if (spec.lent_costs) {
     o.costs = cost_model::h200_lent();
     o.label += " (lent H200 costs)";
+  }
+  if (spec.lag_ns && *spec.lag_ns > 0) {
+    o.lag_ns = *spec.lag_ns;
+    o.label += fmt::format(", {} behind the host", format_lag(*spec.lag_ns));
   }
   return o;
 }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <deque>
 #include <map>
 #include <memory_resource>
 #include <set>
@@ -110,8 +111,9 @@ struct stream_wait {
 
 struct stream_state {
   std::uint64_t submitted = 0;  // points recorded on the stream
-  std::uint64_t completed = 0;  // points reached on the stream itself; == submitted unless held
+  std::uint64_t completed = 0;  // points reached on the stream itself; == submitted unless held or lagging
   bool held = false;
+  std::deque<std::pair<std::uint64_t, std::int64_t>> due;  // with a lag: points not yet reached, and when they are
   std::vector<stream_wait> waits;  // waits not yet known to be satisfied
 };
 
@@ -173,7 +175,20 @@ struct sim_device::impl {
   void grew() noexcept { peak = std::max(peak, used()); }
   /// @brief Completes the work queued on every stream, held or not (cudaFree waits for the whole device).
   void complete_all() noexcept {
-    for (auto& [id, st] : streams) st.completed = st.submitted;
+    for (auto& [id, st] : streams) {
+      st.completed = st.submitted;
+      st.due.clear();
+    }
+  }
+  /// @brief With a lag, completes the points of streams not held whose time has come (the device's time @p now).
+  void catch_up(std::int64_t now) noexcept {
+    for (auto& [id, st] : streams) {
+      if (st.held) continue;
+      while (!st.due.empty() && st.due.front().second <= now) {
+        st.completed = std::max(st.completed, st.due.front().first);
+        st.due.pop_front();
+      }
+    }
   }
 
   /// @brief Whether @p point of stream @p s is complete: reached there, and every wait before it satisfied.
@@ -191,6 +206,8 @@ struct sim_device::impl {
     const auto it = streams.find(s);
     if (it == streams.end()) return;
     it->second.completed = std::max(it->second.completed, point);
+    auto& due = it->second.due;
+    while (!due.empty() && due.front().first <= it->second.completed) due.pop_front();
     if (depth > 64) return;
     const auto waits = it->second.waits;
     for (const auto& w : waits)
@@ -463,7 +480,8 @@ void sim_device::impl::validate() const {
   if (used() > capacity || peak < used()) broken(fmt::format("used {} exceeds capacity {} or peak {}", used(), capacity, peak));
   // Streams and events.
   for (const auto& [s, st] : streams) {
-    if (st.completed > st.submitted || (!st.held && st.completed != st.submitted)) {
+    const bool lagging = !st.due.empty() && st.due.back().first == st.submitted;
+    if (st.completed > st.submitted || (!st.held && !lagging && st.completed != st.submitted)) {
       broken(fmt::format("stream {} completed {} of {} points (held: {})", s, st.completed, st.submitted, st.held));
     }
   }
@@ -695,7 +713,12 @@ void sim_device::event_record(event_id e, stream_id s) {
   auto& ev = impl_->event("event_record", e);
   auto& st = impl_->streams[s];
   st.submitted += 1;
-  if (!st.held) st.completed = st.submitted;
+  if (!st.held) {
+    if (options_.lag_ns > 0)
+      st.due.emplace_back(st.submitted, now_ns() + options_.lag_ns);
+    else
+      st.completed = st.submitted;
+  }
   ev = {s, st.submitted, true};
   calls_.add(device_call::event_record, impl_->costs.cost(device_call::event_record, 0));
 }
@@ -704,6 +727,7 @@ bool sim_device::event_query(event_id e) {
   std::lock_guard lock(mutex_);
   const auto& ev = impl_->event("event_query", e);
   calls_.add(device_call::event_query, impl_->costs.cost(device_call::event_query, 0));
+  if (options_.lag_ns > 0) impl_->catch_up(now_ns());
   return !ev.recorded || impl_->reached(ev.stream, ev.point);
 }
 
@@ -711,6 +735,7 @@ void sim_device::stream_wait_event(stream_id s, event_id e) {
   std::lock_guard lock(mutex_);
   const auto& ev = impl_->event("stream_wait_event", e);
   calls_.add(device_call::stream_wait_event, impl_->costs.cost(device_call::stream_wait_event, 0));
+  if (options_.lag_ns > 0) impl_->catch_up(now_ns());
   auto& waits = impl_->streams[s].waits;
   std::erase_if(waits, [&](const detail::stream_wait& w) { return impl_->reached(w.on, w.point); });
   if (ev.recorded && !impl_->reached(ev.stream, ev.point))
@@ -745,6 +770,7 @@ void sim_device::release(stream_id s) {
   std::lock_guard lock(mutex_);
   auto& st = impl_->streams[s];
   st.completed = st.submitted;
+  st.due.clear();
   st.held = false;
 }
 

@@ -5,7 +5,8 @@
 // only when all its blocks are freed; larger blocks take whole 2 MiB pages of their own. The virtual memory
 // API checks its contracts (mapping inside a reservation, no double mapping, whole handles) and throws
 // device_error where a real driver would fail. Each call adds its modelled cost to calls().
-// Streams: any stream_id is accepted. Work completes at once unless a test holds a stream (hold()); events
+// Streams: any stream_id is accepted. Work completes at once (or, with options.lag_ns, that long after it was
+// queued, in the device's time) unless a test holds a stream (hold()); events
 // recorded on a held stream complete at release() or when synchronized (legacy_free synchronizes the whole
 // device, as cudaFree does); a stream made to wait for an event (stream_wait_event) completes what it queues
 // after that only once the event does. Thread-safe (one mutex).
@@ -28,6 +29,11 @@ struct sim_device_options {
   std::size_t granularity = 2 * MiB;
   cost_model costs = cost_model::h200();
   std::string label = "simulated H200";
+  /// How far the device runs behind the host: work queued on a stream not held completes this many
+  /// nanoseconds of the device's time (now_ns(), which a replay sets to the trace's) after it was queued.
+  /// 0: at once. A GPU runs behind the host by the kernels queued ahead; a lag makes frees whose memory
+  /// must wait for the device (an unmap behind a fence) wait in a replay too.
+  std::int64_t lag_ns = 0;
   /// Which device this is when several are simulated: each gets its own 2^48-byte window of addresses, so
   /// no two simulated devices hand out the same address (as no two GPUs of a process do).
   int index = 0;
