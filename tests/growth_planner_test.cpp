@@ -123,6 +123,15 @@ TEST(GrowthPlanner, ATightArenaPutsABlocksFirstBytesInAFreeEndElsewhere) {
   p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, true, {64 * MiB, pressure::tight, false});
   EXPECT_EQ(p.block, base + 6 * MiB);
   EXPECT_EQ(p.head_use, 0u);
+  // Tight, aliasing on, but the block larger than the largest that may take aliases: the top again; a block
+  // of exactly that size still takes the free end.
+  p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, true, {64 * MiB, pressure::tight, true, 4 * MiB});
+  EXPECT_EQ(p.block, base + 6 * MiB);
+  EXPECT_EQ(p.head_use, 0u);
+  EXPECT_EQ(p.need, 6 * MiB);
+  p = plan_growth(b.m, b.m.pieces(), 9 * MiB / 2, 512, 0, true, {64 * MiB, pressure::tight, true, 9 * MiB / 2});
+  EXPECT_TRUE(p.fresh);
+  EXPECT_EQ(p.head_use, MiB / 2);
 }
 
 TEST(GrowthPlanner, PlansCompareByPinningWhenTightAndByGrowingOtherwise) {

@@ -194,7 +194,7 @@ class arena {
 
   // Placement and growth (arena_growth.cpp); the plans come from growth_planner.hpp.
   void update_pressure(std::size_t size);
-  growth_settings settings() const noexcept;
+  growth_settings settings(std::size_t request) const noexcept;
   void take(const growth_plan& p, std::size_t size);
   void note_growth(const growth_plan& p, device_ptr block, std::size_t size);
   device_ptr carry_out(const growth_plan& p, std::size_t size, std::size_t zi, bool recovering, bool gen,

@@ -2,6 +2,7 @@
 #include "vram/pool/growth_planner.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -50,7 +51,7 @@ growth_plan plan_growth(const handle_map& books, const piece_index& px, std::siz
   const device_ptr zb = books.zone_base(zi), ze = books.zone_end(zi);
   const std::size_t cap = settings.handle_cap;
   const bool lean = settings.level >= pressure::lean;
-  const bool aliases = settings.aliasing && settings.level >= pressure::tight;
+  const bool aliases = settings.aliasing && settings.level >= pressure::tight && s <= settings.alias_max;
   growth_plan best;
   auto offer = [&](growth_plan p) {
     if ((!p.fresh && p.block % align != 0) || (p.fresh && p.head_use % align != 0) || p.need > p.room) return;

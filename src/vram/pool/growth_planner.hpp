@@ -18,8 +18,8 @@
 //        old view to the new one (foreign at the old), so each byte is still reachable from one free list.
 // Two orders. By pinning (a tight arena) the least pinning wins anywhere; otherwise mapped memory beats growth
 // and, among growths, the fewest driver calls. Only a lean arena grows into holes, and only a tight one with
-// aliasing allowed uses pieces. Ties go to the plan with fewer alias mappings, then to the one that leaves the
-// least free memory behind, then to the lower address.
+// aliasing allowed uses pieces, for blocks up to growth_settings::alias_max. Ties go to the plan with fewer
+// alias mappings, then to the one that leaves the least free memory behind, then to the lower address.
 
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +69,7 @@ struct growth_settings {
   std::size_t handle_cap = 0;  // the largest handle it may create (a multiple of the granularity)
   pressure level = pressure::roomy;
   bool aliasing = true;
+  std::size_t alias_max = SIZE_MAX;  // the largest block that may take free ends of handles elsewhere
 };
 
 /// @brief The best place for @p size bytes aligned to @p align in zone @p zone's mapped free memory: the
