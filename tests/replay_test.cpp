@@ -158,6 +158,19 @@ TEST(Replay, ThePoolMakesLargeHandlesOnlyForABurstInTraceTime) {
     EXPECT_EQ(r.device_calls.calls(device_call::mem_create), handles) << gap_us;
     EXPECT_EQ(pool.stats().arena.burst_growths, gap_us == 1000 ? 1u : 0u) << gap_us;
     EXPECT_EQ(r.peak_reserved_bytes, 300 * MiB) << gap_us;
+    // The pool's own counters come with the result: three growths, each handle made and mapped once.
+    const auto counter = [&](std::string_view name) -> std::uint64_t {
+      for (const auto& [n, v] : r.allocator_counters)
+        if (n == name) return v;
+      ADD_FAILURE() << "no counter " << name;
+      return 0;
+    };
+    EXPECT_EQ(counter("growths"), 3u) << gap_us;
+    EXPECT_EQ(counter("burst_growths"), gap_us == 1000 ? 1u : 0u) << gap_us;
+    EXPECT_EQ(counter("handles_created"), handles) << gap_us;
+    EXPECT_EQ(counter("handles_mapped"), handles) << gap_us;
+    EXPECT_EQ(counter("handles_unmapped"), 0u) << gap_us;
+    EXPECT_EQ(counter("aliases_mapped"), 0u) << gap_us;
   }
 }
 
@@ -184,6 +197,7 @@ TEST(Replay, WarmUpIsTheDriverTimeUpToTheFirstPeakOfLiveBytes) {
   EXPECT_NEAR(m.warmup_driver_seconds, static_cast<double>(malloc2 + malloc4) * 1e-9, 1e-12);
   const std::uint64_t frees = 2 * c.cost(device_call::legacy_free, 2 * MiB) + c.cost(device_call::legacy_free, 4 * MiB);
   EXPECT_EQ(m.device_calls.calls(device_call::legacy_malloc), 3u);
+  EXPECT_TRUE(m.allocator_counters.empty());  // cuda-direct counts nothing of its own
   EXPECT_NEAR(m.modelled_driver_seconds - m.warmup_driver_seconds, static_cast<double>(malloc2 + frees) * 1e-9, 1e-12);
 }
 

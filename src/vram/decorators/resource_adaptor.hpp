@@ -28,6 +28,7 @@ class resource_adaptor : public memory_resource {
   free_space free_memory() const override { return upstream_.free_memory(); }
   void release_cached() override { upstream_.release_cached(); }
   void validate() const override { upstream_.validate(); }
+  std::vector<std::pair<std::string, std::uint64_t>> counters() const override { return upstream_.counters(); }
   std::size_t reserved_bytes() const noexcept override { return upstream_.reserved_bytes(); }
   std::size_t allocated_bytes() const noexcept override { return upstream_.allocated_bytes(); }
 

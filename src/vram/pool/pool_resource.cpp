@@ -443,6 +443,27 @@ pool_stats pool_resource::stats() const {
   return s;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> pool_resource::counters() const {
+  const pool_stats s = stats();
+  const auto& a = s.arena;
+  return {{"handles_created", a.handles_created},
+          {"handles_released", a.handles_released},
+          {"handles_mapped", a.handles_mapped},
+          {"handles_unmapped", a.handles_unmapped},
+          {"aliases_mapped", a.aliases_mapped},
+          {"growths", a.growths},
+          {"hole_growths", a.hole_growths},
+          {"lean_growths", a.lean_growths},
+          {"burst_growths", a.burst_growths},
+          {"aliased_growths", a.aliased_growths},
+          {"views_dissolved", a.views_dissolved},
+          {"out_of_memory_recoveries", a.out_of_memory_recoveries},
+          {"last_resort_growths", a.last_resort_growths},
+          {"unmaps_deferred", a.unmaps_deferred},
+          {"hot_path_stops", s.hot_path_stops},
+          {"host_waits", s.host_waits}};
+}
+
 void pool_resource::reset_peak_stats() {
   std::lock_guard lock(mutex_);
   std::size_t thread_cached = 0;

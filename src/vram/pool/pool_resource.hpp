@@ -75,6 +75,7 @@ class pool_resource final : public memory_resource {
   free_space free_memory() const override;
   void release_cached() override { trim(); }
   void validate() const override;
+  std::vector<std::pair<std::string, std::uint64_t>> counters() const override;
   void record_stream(device_ptr p, stream_id stream) override;
   std::size_t reserved_bytes() const noexcept override { return reserved_mirror_.load(std::memory_order_relaxed); }
   std::size_t allocated_bytes() const noexcept override;

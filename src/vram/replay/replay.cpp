@@ -216,6 +216,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
 
   r.events = i;
   r.final_reserved_bytes = resource.reserved_bytes();
+  r.allocator_counters = resource.counters();
   r.reserved_over_live =
       r.peak_live_bytes == 0 ? 0.0 : static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(r.peak_live_bytes);
   r.mean_reserved_over_live = weighted_time > 0 ? weighted_ratio / weighted_time : r.reserved_over_live;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "vram/device/device.hpp"
 #include "vram/resource/memory_resource.hpp"
@@ -88,6 +90,7 @@ struct replay_result {
   double events_per_second = 0;         // events / CPU second
   std::size_t peak_device_used_bytes = 0;  // device memory in use at the moments of peak reserved (see replay.cpp)
   double cpu_ns_per_event = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> allocator_counters;  // memory_resource::counters() at the end
 };
 
 /// @brief Replays @p t against @p resource (over its device).

@@ -50,6 +50,9 @@ nlohmann::json to_json(const replay_result& r) {
       {"events_per_second", r.events_per_second},
       {"cpu_ns_per_event", r.cpu_ns_per_event},
   };
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& [name, n] : r.allocator_counters) counters[name] = n;
+  j["allocator_counters"] = counters;
   if (r.recorded_peak_reserved_bytes) j["recorded_peak_reserved_bytes"] = *r.recorded_peak_reserved_bytes;
   if (r.first_failure_event) {
     j["first_failure"] = {{"event", *r.first_failure_event},

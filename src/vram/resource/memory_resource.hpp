@@ -15,8 +15,11 @@
 //    live blocks; reserved_bytes() >= allocated_bytes().
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "vram/core/types.hpp"
 
@@ -75,6 +78,9 @@ class memory_resource {
   virtual void release_cached() {}
   /// @brief Checks the resource's invariants; throws invariant_error naming the one broken.
   virtual void validate() const {}
+  /// @brief What the resource counts of its own work, by name (vram's pool: handles made and mapped,
+  /// growths, aliases, deferred unmaps, ...); empty where it counts nothing. `vram replay --json` shows them.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> counters() const { return {}; }
   /// @brief What allocate() says when it cannot serve @p bytes on @p stream (decorators pass it on).
   std::string explain_out_of_memory(std::size_t bytes, stream_id stream) const {
     return out_of_memory_message(bytes, stream);
