@@ -13,18 +13,27 @@
 #include "vram/core/error.hpp"
 
 namespace vram {
+namespace {
 
-std::size_t parse_size(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return usage_error(fmt::format("bad size '{}': {} (write e.g. 512, 64MiB, 80GiB)", text, why));
-  };
+/// The number a size or a duration starts with, and the text after it; @p bad makes the error to throw.
+template <class Bad>
+std::pair<double, std::string_view> leading_number(std::string_view text, const Bad& bad) {
   std::size_t digits = 0;
   while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
   if (digits == 0) throw bad(text.empty() || text[0] != '-' ? "no number" : "negative");
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
   if (ec != std::errc{} || end != text.data() + digits) throw bad("not a number");
-  std::string_view unit = text.substr(digits);
+  return {value, text.substr(digits)};
+}
+
+}  // namespace
+
+std::size_t parse_size(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return usage_error(fmt::format("bad size '{}': {} (write e.g. 512, 64MiB, 80GiB)", text, why));
+  };
+  auto [value, unit] = leading_number(text, bad);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   static constexpr std::array<std::pair<std::string_view, double>, 13> units{{
       {"", 1.0}, {"B", 1.0}, {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3}, {"M", 1048576.0}, {"MiB", 1048576.0},
@@ -44,13 +53,7 @@ std::int64_t parse_duration_ns(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return usage_error(fmt::format("bad duration '{}': {} (write e.g. 250us, 5ms, 1.5s)", text, why));
   };
-  std::size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
-  if (digits == 0) throw bad(text.empty() || text[0] != '-' ? "no number" : "negative");
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
-  if (ec != std::errc{} || end != text.data() + digits) throw bad("not a number");
-  const std::string_view unit = text.substr(digits);
+  const auto [value, unit] = leading_number(text, bad);
   static constexpr std::array<std::pair<std::string_view, double>, 4> units{
       {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}};
   for (const auto& [name, factor] : units) {
