@@ -2,7 +2,6 @@
 #include "vram/pool/growth_planner.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 #include <vector>
 
