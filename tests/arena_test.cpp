@@ -534,5 +534,37 @@ TEST(Arena, RecyclingForATightGrowthKeepsTheHandleItRecycledAndReleasesAnother) 
   EXPECT_EQ(handles_mapped_at(ar, {base + 12 * MiB}), 1);
 }
 
+// A block of more than 32 granules takes a free end of a handle elsewhere (an alias) only near the end of
+// memory: when in use + the block + two cache budgets (5% of in use + the block each) reach the limit.
+// Layout: a = [0, 1.5) in H0; x = [1.5, 4) over H0's end and H1 = [2, 4); c = [4, 6) in H2. x freed and
+// trimmed: H1 goes back, [2, 4) is a gap with H0's free end [1.5, 2) beside it; reserved 4 MiB, in use 3.5.
+// B = 66.5 MiB fits no free range. At the top it needs 34 granules (68 MiB); in a fresh range with its first
+// 0.5 MiB in H0's free end it needs 33 (66 MiB). In use with B is 70 MiB, a budget 3.5 MiB: the arena is
+// tight under both limits (left 72 or 76 < 66.5 + 3 budgets = 77) and not full (left >= 66.5 + 3.5).
+// Under 76 MiB, 70 x 1.1 = 77 reaches the limit: the alias. Under 80 MiB it does not: the top.
+TEST(Arena, ALargeBlockTakesAnAliasOnlyNearTheEndOfMemory) {
+  for (const auto& [limit, aliased] : {std::pair{76 * MiB, true}, std::pair{80 * MiB, false}}) {
+    sim_device dev(small_device(128 * MiB));
+    arena ar(dev, one_zone(limit));
+    const device_ptr base = ar.zone_base(0);
+    const device_ptr a = ar.allocate(3 * MiB / 2, 512);
+    const device_ptr x = ar.allocate(5 * MiB / 2, 512);
+    const device_ptr c = ar.allocate(2 * MiB, 512);
+    ASSERT_EQ(a, base);
+    ASSERT_EQ(x, base + 3 * MiB / 2);
+    ASSERT_EQ(c, base + 4 * MiB);
+    ar.deallocate(x, 5 * MiB / 2);
+    ar.trim();
+    ASSERT_EQ(ar.reserved(), 4 * MiB);
+    const device_ptr b = ar.allocate(133 * MiB / 2, 512);
+    ASSERT_NE(b, 0u) << limit;
+    ar.validate();
+    EXPECT_EQ(ar.counters().aliases_mapped, aliased ? 1u : 0u) << limit;
+    EXPECT_EQ(ar.counters().out_of_memory_recoveries, 0u) << limit;
+    EXPECT_EQ(ar.reserved(), aliased ? 70 * MiB : 72 * MiB) << limit;
+    if (!aliased) EXPECT_EQ(b, base + 6 * MiB);
+  }
+}
+
 }  // namespace
 }  // namespace vram
