@@ -466,7 +466,7 @@ TEST(Arena, ItTurnsTightWithRoomLeftForFewerThanThreeCacheBudgets) {
   }
 }
 
-TEST(Arena, UntilTheDeviceIsFullATightArenaTakesMappedMemoryOverGrowthThatPinsLess) {
+TEST(Arena, UntilTheDeviceIsFullOrForARequestWellBelowThePeakATightArenaTakesMappedMemoryOverGrowthThatPinsLess) {
   // An 8 GiB device: handles the size their growth needs. H0 = [0, 4) MiB, a 4 MiB handle, cold once a is
   // freed; c = [4, 5.5) in H1 = [4, 6). In use 1.5 MiB, reserved 6. With max_cached_ratio 1 the cache
   // budget beside 2.5 MiB is 1 x (1.5 + 2.5) = 4 MiB: tight with less than 3 x 4 + 2.5 = 14.5 MiB left, full
@@ -475,13 +475,19 @@ TEST(Arena, UntilTheDeviceIsFullATightArenaTakesMappedMemoryOverGrowthThatPinsLe
   // from c's free end at 5.5 MiB into one new granule at [6, 8), 2 MiB.
   //  - limit 16 MiB, 10 left: tight, not full. The block takes [0, 2.5) in H0: growth would create memory
   //    beside the cold handle. Reserved stays 6 MiB.
-  //  - limit 12 MiB, 6 left: full. The block grows at [5.5, 8), and H0 stays cold for what comes next
-  //    (reserved 8 MiB is within the budget of 1.5 + 2.5 + 4 MiB, so nothing is recycled).
-  for (const auto& [limit, at, reserved] : {std::tuple{16 * MiB, std::size_t{0}, 6 * MiB},
-                                            std::tuple{12 * MiB, 11 * MiB / 2, 8 * MiB}}) {
+  //  - limit 12 MiB, 6 left: full. In use with the block is 4 MiB, the peak in use 5.5 (a and c): 4 >= 0.7 x
+  //    5.5 = 3.85, so the request is guarded from pinning cold memory (cold_guard_share 0.7, the default).
+  //    The block grows at [5.5, 8), and H0 stays cold for what comes next (reserved 8 MiB is within the
+  //    budget of 1.5 + 2.5 + 4 MiB, so nothing is recycled).
+  //  - limit 12 MiB with cold_guard_share 0.75: 4 < 0.75 x 5.5 = 4.125, well below the peak: the block takes
+  //    [0, 2.5) in H0 as with room, and reserved stays 6 MiB.
+  for (const auto& [limit, share, at, reserved] : {std::tuple{16 * MiB, 0.7, std::size_t{0}, 6 * MiB},
+                                                   std::tuple{12 * MiB, 0.7, 11 * MiB / 2, 8 * MiB},
+                                                   std::tuple{12 * MiB, 0.75, std::size_t{0}, 6 * MiB}}) {
     sim_device dev(small_device(std::size_t{8} << 30));
     arena_options o = one_zone();
     o.max_cached_ratio = 1.0;
+    o.cold_guard_share = share;
     arena ar(dev, o);
     const device_ptr base = ar.zone_base(0);
     const device_ptr a = ar.allocate(4 * MiB, 512);
@@ -490,10 +496,10 @@ TEST(Arena, UntilTheDeviceIsFullATightArenaTakesMappedMemoryOverGrowthThatPinsLe
     ar.deallocate(a, 4 * MiB);
     ASSERT_EQ(ar.reserved(), 6 * MiB);
     ar.set_limit(limit);
-    EXPECT_EQ(ar.allocate(5 * MiB / 2, 512), base + at) << limit;
+    EXPECT_EQ(ar.allocate(5 * MiB / 2, 512), base + at) << limit << " " << share;
     ar.validate();
-    EXPECT_EQ(ar.reserved(), reserved) << limit;
-    EXPECT_EQ(ar.counters().growths, at == 0 ? 2u : 3u) << limit;
+    EXPECT_EQ(ar.reserved(), reserved) << limit << " " << share;
+    EXPECT_EQ(ar.counters().growths, at == 0 ? 2u : 3u) << limit << " " << share;
   }
 }
 

@@ -35,7 +35,11 @@
 // budget beside a request, and *full* when it has none for the budget itself; it is *lean* when reserved
 // memory, grown by the request, would leave less than the cache budget under reserve_ratio x the peak of the
 // bytes in use. A tight arena that is not yet full still takes mapped memory that holds a block, as a roomy
-// one does, even where the block pins a cold handle: growth would create memory there, not recycle it.
+// one does, even where the block pins a cold handle: growth would create memory there, not recycle it. A
+// full one grows rather than pin cold memory only for a request that takes what is in use to at least
+// cold_guard_share of its peak; below that, the request is one of a pattern that has been held before, and
+// moving memory around it cost calls on every request (a serving loop at a limit) for bytes that were free
+// again before the next peak.
 // Tight and lean both turn growth to holes and size new handles from the room left (under the device, or
 // under that bound); only a tight arena also maps aliases, places blocks by the least cold memory they pin
 // and stitches cold handles generously (each of which, on a roomy device, costs more driver time or later
@@ -82,6 +86,9 @@ struct arena_options {
   /// once the device (or the limit) has room for fewer than this many cache budgets beside a request, so
   /// that the layout it meets the device's end with is already packed. At least 1.
   double tight_budgets = 3.0;
+  /// A full arena grows rather than place a block where it pins a cold handle only when what is in use, the
+  /// block included, reaches this share of the peak in use so far; below it the block takes mapped memory.
+  double cold_guard_share = 0.7;
   /// Largest handle created at once; a block larger than this is backed by several. Handles are also kept
   /// to 1/1024 of the device (or the limit) and 1/16 of what is left of it (arena.cpp, handle_cap).
   std::size_t max_handle_bytes = std::size_t{64} << 20;
@@ -237,6 +244,9 @@ class arena {
   bool lean() const noexcept { return pressure_ >= pressure::lean; }
   bool tight() const noexcept { return pressure_ >= pressure::tight; }
   bool full() const noexcept { return pressure_ == pressure::full; }
+  // Whether a request of s bytes is guarded from pinning cold memory: the arena is tight and what is in use
+  // with it reaches cold_guard_share of the peak in use.
+  bool guards_cold(std::size_t s) const noexcept;
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
 };
 
