@@ -478,7 +478,8 @@ TEST(CliParse, DurationsTakeTheirUnit) {
   EXPECT_EQ(parse_duration_ns("1.5s"), 1'500'000'000);
   EXPECT_EQ(parse_duration_ns("100ns"), 100);
   EXPECT_EQ(parse_duration_ns("0ms"), 0);
-  for (const char* bad : {"5", "-1ms", "ms", "", "5 parsecs", "1e3ms", "99999999999s"})
+  EXPECT_EQ(parse_duration_ns("0"), 0);
+  for (const char* bad : {"5", "0.5", "-1ms", "ms", "", "5 parsecs", "1e3ms", "99999999999s"})
     EXPECT_THROW(parse_duration_ns(bad), usage_error) << bad;
 }
 

@@ -54,6 +54,7 @@ std::int64_t parse_duration_ns(std::string_view text) {
     return usage_error(fmt::format("bad duration '{}': {} (write e.g. 250us, 5ms, 1.5s)", text, why));
   };
   const auto [value, unit] = leading_number(text, bad);
+  if (unit.empty() && value == 0) return 0;  // no time is the same in every unit
   static constexpr std::array<std::pair<std::string_view, double>, 4> units{
       {{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}};
   for (const auto& [name, factor] : units) {

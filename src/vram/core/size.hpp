@@ -13,7 +13,7 @@ namespace vram {
 std::size_t parse_size(std::string_view text);
 
 /// @brief Parses a span of time, with its unit (ns, us, ms or s), into whole nanoseconds.
-/// @throws usage_error naming the text for a malformed, negative, unitless or overflowing one.
+/// @throws usage_error naming the text for a malformed, negative, unitless (but 0) or overflowing one.
 std::int64_t parse_duration_ns(std::string_view text);
 
 /// @brief Formats bytes for a table: "512 B", "3.00 MiB", "5.35 GiB".
