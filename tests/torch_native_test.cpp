@@ -210,6 +210,16 @@ TEST(TorchNative, RefusedSegmentFreesUnsplitCachedBlocksAndRetries) {
   EXPECT_EQ(r.stats().num_ooms, 2u);
   EXPECT_EQ(r.reserved_bytes(), 40 * MiB);
   r.validate();
+  // The same as named counters (replay's allocator_counters). Each of the three refused requests emptied
+  // the cache, synchronizing every stream, and retried; the two that failed after it are the OOMs. Two
+  // segments were taken (30 and 40 MiB), one returned, one held.
+  using counters = std::vector<std::pair<std::string, std::uint64_t>>;
+  EXPECT_EQ(r.counters(), (counters{{"segments", 1},
+                                    {"num_device_alloc", 2},
+                                    {"num_device_free", 1},
+                                    {"num_alloc_retries", 3},
+                                    {"num_ooms", 2},
+                                    {"num_sync_all_streams", 3}}));
 }
 
 TEST(TorchNative, RefusedSegmentFirstFreesJustEnoughOversizeBlocks) {

@@ -193,6 +193,15 @@ torch_caching_resource::~torch_caching_resource() {
   destroy_expandable_segments();
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> torch_caching_resource::counters() const {
+  return {{"segments", stats_.segments},
+          {"num_device_alloc", stats_.num_device_alloc},
+          {"num_device_free", stats_.num_device_free},
+          {"num_alloc_retries", stats_.num_alloc_retries},
+          {"num_ooms", stats_.num_ooms},
+          {"num_sync_all_streams", stats_.num_sync_all_streams}};
+}
+
 std::string_view torch_caching_resource::name() const noexcept {
   return config_.expandable_segments ? "torch-expandable" : "torch-native";
 }

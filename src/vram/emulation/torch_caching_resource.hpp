@@ -30,8 +30,10 @@
 #include <memory>
 #include <memory_resource>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "vram/emulation/torch_block_pool.hpp"
@@ -91,6 +93,8 @@ class torch_caching_resource final : public memory_resource {
   /// (and unmaps the free pages of expandable segments).
   void release_cached() override;
   void validate() const override;
+  /// @brief stats() as named pairs, in the order of torch_allocator_stats.
+  std::vector<std::pair<std::string, std::uint64_t>> counters() const override;
   /// @brief Tensor.record_stream: the block's memory is reused only after @p stream's work queued at its free.
   /// @throws usage_error when @p p is not a live block.
   void record_stream(device_ptr p, stream_id stream) override;
