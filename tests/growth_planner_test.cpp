@@ -93,6 +93,35 @@ TEST(GrowthPlanner, ALeanArenaFillsAHoleWhereARoomyOneGrowsAtTheTop) {
   EXPECT_EQ(p.need, 8 * MiB);
 }
 
+TEST(GrowthPlanner, ATightArenaGrowsALargeFreeRangeIntoTheSmallGapBesideIt) {
+  books b;
+  // H0 [0, 2) all live; H1..H5 [2, 12) cold: the free range [2, 12); a gap [12, 14); H6 [14, 16) all live;
+  // the top from 16. An 11 MiB block fits no free range.
+  b.handle_with_block(0, 0, 2);
+  for (double at = 2; at < 12; at += 2) b.handle_with_block(at, 0, 0);
+  b.handle_with_block(14, 0, 2);
+  const std::size_t s = 11 * MiB;
+  // Lean: only gaps of at least s - 4 granules (3 MiB) are looked at, so not [12, 14): the block grows at the
+  // top, 6 granules mapped anew at 16 MiB, pinning those 12 MiB.
+  auto p = plan_growth(b.m, b.m.pieces(), s, 512, 0, false, settings(pressure::lean));
+  ASSERT_TRUE(p.valid);
+  EXPECT_EQ(p.block, base + 16 * MiB);
+  EXPECT_EQ(p.need, 12 * MiB);
+  // Tight: the gap beside the largest free range is looked at too. The block starts at 2 MiB, its first
+  // 10 MiB in the free range and its last MiB in one granule mapped at 12 MiB. It pins as much as the top
+  // (2 MiB new and the five cold handles under it, 12 MiB; the top's 12 MiB new), in one call as the top,
+  // and leaves 1 MiB free where the top leaves the rest of the address space: the hole.
+  p = plan_growth(b.m, b.m.pieces(), s, 512, 0, true, settings(pressure::tight));
+  ASSERT_TRUE(p.valid);
+  EXPECT_TRUE(p.in_hole);
+  EXPECT_EQ(p.block, base + 2 * MiB);
+  EXPECT_EQ(p.map_at, base + 12 * MiB);
+  EXPECT_EQ(p.need, 2 * MiB);
+  EXPECT_EQ(p.pinned, 12 * MiB);
+  EXPECT_EQ(p.calls, 1u);
+  EXPECT_EQ(p.leftover, MiB);
+}
+
 TEST(GrowthPlanner, ATightArenaPutsABlocksFirstBytesInAFreeEndElsewhere) {
   books b;
   // H0 [0, 2): a block in [0, 1.5), its free end [1.5, 2) beside a gap [2, 4) too small for the block;

@@ -67,6 +67,20 @@ TEST(RangeSet, ForEachFitWalksFromTheSmallestThatHolds) {
   EXPECT_EQ(seen, (std::vector<range>{{200, 20}, {300, 20}}));  // ties by address; stopped after two
 }
 
+TEST(RangeSet, ForEachLargestWalksFromTheLargest) {
+  range_set r;
+  r.insert(0, 10);
+  r.insert(100, 30);
+  r.insert(200, 20);
+  r.insert(300, 20);
+  std::vector<range> seen;
+  r.for_each_largest([&](device_ptr a, std::size_t n) {
+    seen.emplace_back(a, n);
+    return seen.size() < 3;
+  });
+  EXPECT_EQ(seen, (std::vector<range>{{100, 30}, {300, 20}, {200, 20}}));  // ties: higher address first
+}
+
 }  // namespace
 }  // namespace vram::detail
 

@@ -34,6 +34,13 @@ class range_set {
     for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it)
       if (!fn(it->second, it->first)) return;
   }
+  /// @brief Calls fn(addr, size) for each range, largest first (highest address on ties), until fn returns
+  /// false.
+  template <class F>
+  void for_each_largest(F&& fn) const {
+    for (auto it = by_size_.rbegin(); it != by_size_.rend(); ++it)
+      if (!fn(it->second, it->first)) return;
+  }
   /// @brief Whether any range of the set meets [addr, addr + size).
   bool overlaps(device_ptr addr, std::size_t size) const;
   /// @brief Where take_best_fit would place @p size bytes, without taking them.

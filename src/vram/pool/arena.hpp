@@ -24,8 +24,10 @@
 // Growth, when no mapped free range fits (growth_planner.cpp): the block is placed where it needs the fewest
 // bytes of memory mapped anew, over
 //  - the top of the zone's mapped memory, extending the free range that ends there (as an expandable segment);
-//  - once the arena is lean or tight (below): also every hole between mapped ranges, using the free memory
-//    on one or both sides of it (left- or right-aligned) and mapping handles into the gap;
+//  - once the arena is lean or tight (below): also the holes between mapped ranges of at least the block's
+//    size less four granules, using the free memory on one or both sides of a hole (left- or right-aligned)
+//    and mapping handles into the gap; once it is tight, also the gaps beside the four largest free ranges,
+//    however small;
 //  - once it is tight: also *aliases*. Free memory at the end of a handle (beside unmapped address space)
 //    can hold the first bytes of a block anywhere (in any zone), and free memory at a handle's start its last
 //    bytes: the handle is mapped a second time so that the piece falls where the block needs it. Blocks then share

@@ -112,6 +112,24 @@ growth_plan plan_growth(const handle_map& books, const piece_index& px, std::siz
     if (!frontier || u0 != frontier->first) gaps.emplace_back(u0, gap);
     return gaps.size() < gaps_considered;
   });
+  // When tight, also the gaps beside the four largest free ranges, however small: a range that holds most of
+  // the block needs only the rest mapped beside it. Without them a large block that no range held grew in full
+  // elsewhere, recycling the cold handles of the range it nearly fitted.
+  constexpr std::size_t ranges_beside_considered = 4;
+  if (settings.level >= pressure::tight) {
+    std::size_t looked = 0;
+    auto add = [&](const std::optional<std::pair<device_ptr, std::size_t>>& u) {
+      if (u && std::none_of(gaps.begin(), gaps.end(), [&](const auto& q) { return q.first == u->first; }))
+        gaps.push_back(*u);
+    };
+    z.free.for_each_largest([&](device_ptr f, std::size_t len) {
+      if (len < s) {  // one that holds the block alone is plan_mapped's
+        if (f + len < ze) add(z.unmapped.containing(f + len));
+        if (f > zb) add(z.unmapped.containing(f - 1));
+      }
+      return ++looked < ranges_beside_considered;
+    });
+  }
 
   for (const auto& [u0, gap] : gaps) {
     const device_ptr u1 = u0 + gap;
