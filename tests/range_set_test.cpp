@@ -53,12 +53,18 @@ TEST(RangeSet, FindBestFitAnswersWhatTakeBestFitWouldTake) {
   EXPECT_EQ(r.take_best_fit(150 * KiB), std::optional<device_ptr>{5 * MiB});
 }
 
-TEST(RangeSet, ForEachFitWalksFromTheSmallestThatHolds) {
+// Ranges of 10, 30, 20 and 20 bytes at 0, 100, 200 and 300.
+range_set four_ranges() {
   range_set r;
   r.insert(0, 10);
   r.insert(100, 30);
   r.insert(200, 20);
   r.insert(300, 20);
+  return r;
+}
+
+TEST(RangeSet, ForEachFitWalksFromTheSmallestThatHolds) {
+  const range_set r = four_ranges();
   std::vector<range> seen;
   r.for_each_fit(20, [&](device_ptr a, std::size_t n) {
     seen.emplace_back(a, n);
@@ -68,11 +74,7 @@ TEST(RangeSet, ForEachFitWalksFromTheSmallestThatHolds) {
 }
 
 TEST(RangeSet, ForEachLargestWalksFromTheLargest) {
-  range_set r;
-  r.insert(0, 10);
-  r.insert(100, 30);
-  r.insert(200, 20);
-  r.insert(300, 20);
+  const range_set r = four_ranges();
   std::vector<range> seen;
   r.for_each_largest([&](device_ptr a, std::size_t n) {
     seen.emplace_back(a, n);
