@@ -69,7 +69,8 @@ device_ptr arena::allocate(std::size_t size, std::size_t align, std::size_t zi) 
   // Until the device is full, mapped memory that holds the block is taken even where it pins a cold handle:
   // growth there would create memory beside the cold handle rather than recycle it. Full, it is taken too
   // for a request well below the peak in use (guards_cold): recycling cold handles around every such request
-  // of a serving loop held to 1.05x its peak live made 54,282 maps in 3,000 requests, 8,530 without.
+  // of a serving loop held to 1.05x its peak live made 56,956 maps in 3,000 requests, 8,530 without
+  // (docs/torch-bench.md: examples/traces/serving.vram.gz at limit=1983023616, --device sim:lag=5ms).
   if (m.valid && (m.pinned == 0 || !full() || !guards_cold(size))) {
     take(m, size);
     return m.block;
