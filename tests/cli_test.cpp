@@ -99,6 +99,23 @@ TEST(Cli, ReplayPrintsTheExactFiguresAsJson) {
     EXPECT_TRUE(r.contains(key)) << key;
 }
 
+// --counters: under the table, each row's calls by kind and its allocator's counters. cuda-direct makes a
+// cudaMalloc and a cudaFree per block and keeps no counters. PyTorch's allocator puts A (3 MiB, under 10 MiB)
+// in a 20 MiB segment of its large pool, B in the rest of it, and C (1 MiB, small) in a 2 MiB segment of its
+// small pool: two segments, two cudaMallocs, none freed (its zero counters are left out).
+TEST(Cli, CountersListEachRowsCallsByKindAndTheAllocatorsOwn) {
+  const auto path = write_file("small.csv", small_trace);
+  const outcome o = run("replay " + path + " --policy cuda-direct,torch-native --device sim --counters");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto tail = o.out.substr(o.out.find("Driver calls by kind"));
+  EXPECT_THAT(tail, ::testing::HasSubstr("small  cuda-direct   calls     legacy_malloc 3, legacy_free 3\n"
+                                         "                     counters  (the allocator keeps none)\n"
+                                         "small  torch-native  calls     legacy_malloc 2\n"
+                                         "                     counters  segments 2, num_device_alloc 2\n"));
+  EXPECT_EQ(run("replay " + path + " --policy cuda-direct --device sim").out.find("Driver calls by kind"),
+            std::string::npos);
+}
+
 TEST(Cli, ExtremeTimesAndSegmentSizesAreReadReplayedFittedAndChecked) {
   // Times 0 and 2^63 - 1 us; two recorded segments of 2^63 - 1 bytes. Under UBSan (the sanitizer suite) any
   // signed overflow in the time scaling or the segment sum fails this test.

@@ -29,6 +29,7 @@ struct replay_args {
   bool json = false;
   bool validate = false;
   bool allow_failures = false;
+  bool counters = false;
   read_options read;
 };
 
@@ -85,6 +86,9 @@ void run_replay(const replay_args& a) {
                    "made before its recording began (PyTorch's shared traces lack one 2 MiB small segment), a "
                    "snapshot's reader adds them (see its notes).\n";
     std::cout << "Mev/s: millions of trace events replayed per CPU second.\n";
+    if (a.counters)
+      std::cout << "\nDriver calls by kind, and each allocator's own counters (those at 0 left out):\n"
+                << format_replay_counters(results);
     for (const auto& r : results) {
       if (!r.first_failure_event) continue;
       std::cout << fmt::format("first failure: {} under {}: event {} at {}, {} of {} allocations failed, "
@@ -111,6 +115,9 @@ void add_replay_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy");
   cmd->add_flag("--validate", a->validate, "Check the allocator's invariants after every event (slow)");
+  cmd->add_flag("--counters", a->counters,
+                "Under the table, each row's driver calls by kind and its allocator's own counters (in --json: "
+                "device_calls and allocator_counters)");
   cmd->add_flag("--allow-failures", a->allow_failures,
                 "Exit 0 even when allocations failed (by default such a replay exits 3)");
   cmd->callback([a] { run_replay(*a); });

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vram/core/size.hpp"
 #include "vram/report/table.hpp"
 
@@ -60,6 +62,30 @@ nlohmann::json to_json(const replay_result& r) {
                           {"device_free_share", r.free_share_at_first_failure}};
   }
   return j;
+}
+
+std::string format_replay_counters(const std::vector<replay_result>& results) {
+  std::size_t trace_w = 5, policy_w = 6;
+  for (const auto& r : results) {
+    trace_w = std::max(trace_w, r.trace.size());
+    policy_w = std::max(policy_w, r.policy.size());
+  }
+  std::string out;
+  for (const auto& r : results) {
+    std::string calls, counters;
+    for (std::size_t k = 0; k < device_call_kinds; ++k) {
+      if (r.device_calls.count[k] == 0) continue;
+      calls += fmt::format("{}{} {}", calls.empty() ? "" : ", ", to_string(static_cast<device_call>(k)),
+                           r.device_calls.count[k]);
+    }
+    for (const auto& [name, n] : r.allocator_counters)
+      if (n != 0) counters += fmt::format("{}{} {}", counters.empty() ? "" : ", ", name, n);
+    out += fmt::format("{:<{}}  {:<{}}  calls     {}\n", r.trace, trace_w, r.policy, policy_w,
+                       calls.empty() ? "none" : calls);
+    out += fmt::format("{:<{}}  {:<{}}  counters  {}\n", "", trace_w, "", policy_w,
+                       r.allocator_counters.empty() ? "(the allocator keeps none)" : counters.empty() ? "all 0" : counters);
+  }
+  return out;
 }
 
 std::string format_replay_table(const std::vector<replay_result>& results,
