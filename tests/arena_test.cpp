@@ -466,6 +466,24 @@ TEST(Arena, ItTurnsTightWithRoomLeftForFewerThanThreeCacheBudgets) {
   }
 }
 
+TEST(Arena, TheStagesAreJudgedWithACacheBudgetBoundByTheRoomAboveThePeakInUse) {
+  // In use 0.5 MiB (c), the peak in use 3.5 MiB (a and c), reserved 4 MiB; 0.75 MiB asked for under a limit of
+  // 8 MiB, which leaves 4. With max_cached_ratio 1 the budget beside the block is 1 x (0.5 + 0.75) = 1.25 MiB:
+  // tight with less than 3 x 1.25 + 0.75 = 4.5 MiB left, so the block goes where it pins no cold handle, the
+  // end of the free range [0, 3) in busy H1. Bound by the room above the peak (stage_room_share 0.4, the
+  // default), the ratio is 0.4 x (8 / 3.5 - 1) = 0.514: a budget of 0.643 MiB, tight with less than
+  // 2.68 MiB left. The arena is not tight; it is lean (reserved is past 1.12 x 3.5 = 3.92 MiB), and a lean
+  // arena takes the start of the best fit, in cold H0.
+  for (const auto& [share, at] : {std::pair{0.0, 9 * MiB / 4}, std::pair{0.4, std::size_t{0}}}) {
+    arena_options o = one_zone(8 * MiB);
+    o.max_cached_ratio = 1.0;
+    o.stage_room_share = share;
+    cold_and_busy t(o);
+    EXPECT_EQ(t.ar.allocate(3 * MiB / 4, 512), t.base + at) << share;
+    t.ar.validate();
+  }
+}
+
 TEST(Arena, UntilTheDeviceIsFullOrForARequestWellBelowThePeakATightArenaTakesMappedMemoryOverGrowthThatPinsLess) {
   // An 8 GiB device: handles the size their growth needs. H0 = [0, 4) MiB, a 4 MiB handle, cold once a is
   // freed; c = [4, 5.5) in H1 = [4, 6). In use 1.5 MiB, reserved 6. With max_cached_ratio 1 the cache
@@ -481,6 +499,8 @@ TEST(Arena, UntilTheDeviceIsFullOrForARequestWellBelowThePeakATightArenaTakesMap
   //    budget of 1.5 + 2.5 + 4 MiB, so nothing is recycled).
   //  - limit 12 MiB with cold_guard_share 0.75: 4 < 0.75 x 5.5 = 4.125, well below the peak: the block takes
   //    [0, 2.5) in H0 as with room, and reserved stays 6 MiB.
+  // The stages are judged with the whole budget here (stage_room_share 0): bound by the room above the peak,
+  // the budget would be 0.4 x (12 / 5.5 - 1) = 0.47 of what is in use, and the arena not full.
   for (const auto& [limit, share, at, reserved] : {std::tuple{16 * MiB, 0.7, std::size_t{0}, 6 * MiB},
                                                    std::tuple{12 * MiB, 0.7, 11 * MiB / 2, 8 * MiB},
                                                    std::tuple{12 * MiB, 0.75, std::size_t{0}, 6 * MiB}}) {
@@ -488,6 +508,7 @@ TEST(Arena, UntilTheDeviceIsFullOrForARequestWellBelowThePeakATightArenaTakesMap
     arena_options o = one_zone();
     o.max_cached_ratio = 1.0;
     o.cold_guard_share = share;
+    o.stage_room_share = 0;
     arena ar(dev, o);
     const device_ptr base = ar.zone_base(0);
     const device_ptr a = ar.allocate(4 * MiB, 512);

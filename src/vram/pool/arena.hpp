@@ -88,6 +88,11 @@ struct arena_options {
   /// once the device (or the limit) has room for fewer than this many cache budgets beside a request, so
   /// that the layout it meets the device's end with is already packed. At least 1.
   double tight_budgets = 3.0;
+  /// The cache budget the arena's stages (roomy to full) and its alias rule are judged with is at most this
+  /// share of the room the device (or the limit) leaves above the peak in use, as a ratio of that peak: under
+  /// a limit a few percent above the working set, a budget of max_cached_ratio would call the arena tight on
+  /// most requests, and its placement by least pinning would never let the layout settle. 0: no bound.
+  double stage_room_share = 0.4;
   /// A full arena grows rather than place a block where it pins a cold handle only when what is in use, the
   /// block included, reaches this share of the peak in use so far; below it the block takes mapped memory.
   double cold_guard_share = 0.7;
@@ -246,6 +251,9 @@ class arena {
   bool lean() const noexcept { return pressure_ >= pressure::lean; }
   bool tight() const noexcept { return pressure_ >= pressure::tight; }
   bool full() const noexcept { return pressure_ == pressure::full; }
+  // The ratio of the cache budget the stages are judged with: max_cached_ratio, at most stage_room_share of
+  // (capacity / peak in use - 1).
+  double stage_ratio() const noexcept;
   // Whether a request of s bytes is guarded from pinning cold memory: the arena is tight and what is in use
   // with it reaches cold_guard_share of the peak in use.
   bool guards_cold(std::size_t s) const noexcept;
