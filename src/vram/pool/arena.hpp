@@ -36,7 +36,9 @@
 // The arena is *tight* when the device (or the limit) has no room left for tight_budgets times the cache
 // budget beside a request, and *full* when it has none for the budget itself; it is *lean* when reserved
 // memory, grown by the request, would leave less than the cache budget under reserve_ratio x the peak of the
-// bytes in use. A tight arena that is not yet full still takes mapped memory that holds a block, as a roomy
+// bytes in use. The budget these stages are judged with is at most stage_room_share of the room the device
+// (or the limit) leaves above the peak in use, so that they scale with that room. A tight arena that is not
+// yet full still takes mapped memory that holds a block, as a roomy
 // one does, even where the block pins a cold handle: growth would create memory there, not recycle it. A
 // full one grows rather than pin cold memory only for a request that takes what is in use to at least
 // cold_guard_share of its peak; below that, the request is one of a pattern that has been held before, and
