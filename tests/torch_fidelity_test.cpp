@@ -3,7 +3,10 @@
 // on the simulated H200 must take the same segments, in the same order, and so reach the same peak.
 // Before recording began each process had made (and freed) one 4-byte allocation, so one 2 MiB small-pool
 // segment already existed without a row; the replay makes the same one first and leaves it out of the
-// comparison. torch-expandable has no recorded counterpart here; it is replayed for its invariants.
+// comparison. torch-expandable has no recorded counterpart in those traces; it is replayed for its invariants.
+// The training loops of bench/torch/workloads.py, recorded inside vram (VRAM_RECORD) on an H100
+// (examples/traces/cnn_train.vram.gz, transformer_train.vram.gz), are the same program run under each of
+// PyTorch's allocators: both emulations must reach the peaks PyTorch reported for those runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -156,6 +159,53 @@ TEST(TorchFidelitySteps, InvariantsHoldAfterEveryEventOfARealTrace) {
     EXPECT_EQ(result.failed_allocations, 0u) << r->name();
   }
 }
+
+// Peak reserved bytes and device allocations that PyTorch 2.11 reported for the training loops of
+// bench/torch/workloads.py at their benchmark steps (cnn_train 30, transformer_train 40), from
+// torch.cuda.max_memory_reserved() and memory_stats()["num_device_alloc"]; the same in every repeat.
+// cnn_train: native on an H100 (docs/results/h100-2026-12-05-cd57226), expandable on an H100
+// (docs/results/h100-2026-12-06-8f042ac); transformer_train: native on an H200
+// (docs/results/h200-2026-12-04-record), expandable on an H100 (docs/results/h100-2026-12-06-8f042ac).
+struct pytorch_run {
+  const char* trace;
+  std::size_t native_peak, native_segments, expandable_peak, expandable_growths;
+};
+
+class TorchFidelityRuns : public ::testing::TestWithParam<pytorch_run> {};
+
+TEST_P(TorchFidelityRuns, BothEmulationsReachThePeaksPyTorchReportedForTheSameProgram) {
+  const pytorch_run& run = GetParam();
+  const std::string path = std::string(VRAM_TEST_DATA) + "/../../examples/traces/" + run.trace + ".vram.gz";
+  const trace t = read_trace(path);
+  {
+    sim_device dev;
+    const auto r = make_torch_native_resource(dev, {});
+    const replay_result result = replay(t, *r);
+    r->validate();
+    EXPECT_EQ(result.failed_allocations, 0u);
+    EXPECT_EQ(result.unmatched_frees, 0u);
+    EXPECT_EQ(result.peak_reserved_bytes, run.native_peak);
+    EXPECT_EQ(result.device_calls.calls(device_call::legacy_malloc), run.native_segments);
+  }
+  {
+    sim_device dev;
+    const auto r = make_torch_expandable_resource(dev, {});
+    const replay_result result = replay(t, *r);
+    r->validate();
+    EXPECT_EQ(result.failed_allocations, 0u);
+    EXPECT_EQ(result.peak_reserved_bytes, run.expandable_peak);
+    const auto counters = r->counters();
+    const auto growths = std::find_if(counters.begin(), counters.end(),
+                                      [](const auto& c) { return c.first == "num_device_alloc"; });
+    ASSERT_NE(growths, counters.end());
+    EXPECT_EQ(growths->second, run.expandable_growths);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(H100Runs, TorchFidelityRuns,
+                         ::testing::Values(pytorch_run{"cnn_train", 3'523'215'360, 114, 3'344'957'440, 112},
+                                           pytorch_run{"transformer_train", 8'743'026'688, 105, 8'000'634'880, 100}),
+                         [](const auto& info) { return std::string(info.param.trace); });
 
 INSTANTIATE_TEST_SUITE_P(RecordedTraces, TorchFidelity,
                          ::testing::Values("vit_train", "moe_train", "gpt2_generate"),
