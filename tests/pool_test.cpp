@@ -314,6 +314,33 @@ TEST(Pool, AThreadCacheHandsTheSameBlockBackWithoutTheArena) {
   pool.validate();
 }
 
+TEST(Pool, ThePeakOfAllocatedBytesCountsBlocksKeptInAThreadsCacheWhenTheLockIsTaken) {
+  // a (4 KiB) is freed into the thread's cache; b (8 KiB) misses it and takes the lock, when the peak is read:
+  // 12 KiB handed out, though never more than 8 KiB were live. Then a and b again from the cache, 12 KiB live,
+  // unwatched on the hot path: the peak stays 12 KiB, as it would had it been watched. Both freed into the
+  // cache, reset_peak_stats() takes what is live, without what threads keep: 0.
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr a = pool.allocate(4 * KiB);
+  pool.deallocate(a, 4 * KiB);
+  const device_ptr b = pool.allocate(8 * KiB);
+  auto s = pool.stats();
+  EXPECT_EQ(s.allocated_bytes, 8 * KiB);
+  EXPECT_EQ(s.thread_cached_bytes, 4 * KiB);
+  EXPECT_EQ(s.peak_allocated_bytes, 12 * KiB);
+  pool.deallocate(b, 8 * KiB);
+  EXPECT_EQ(pool.allocate(4 * KiB), a);
+  EXPECT_EQ(pool.allocate(8 * KiB), b);
+  s = pool.stats();
+  EXPECT_EQ(s.allocated_bytes, 12 * KiB);
+  EXPECT_EQ(s.peak_allocated_bytes, 12 * KiB);
+  pool.deallocate(a, 4 * KiB);
+  pool.deallocate(b, 8 * KiB);
+  pool.reset_peak_stats();
+  EXPECT_EQ(pool.stats().peak_allocated_bytes, 0u);
+  pool.validate();
+}
+
 // e (2.5 MiB) maps two granules at the top, a 1 MiB block fills the start of the 1.5 MiB after it, and g
 // (3 MiB) extends the 0.5 MiB left there by two more granules, leaving 1.5 MiB free at the top: 8 MiB mapped.
 struct three_blocks {

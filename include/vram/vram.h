@@ -58,7 +58,8 @@ enum vram_status {
 typedef struct vram_stats {
   size_t requested_bytes;      /**< bytes the program asked for, in live blocks */
   size_t allocated_bytes;      /**< rounded sizes of live blocks */
-  size_t peak_allocated_bytes; /**< most allocated_bytes so far */
+  size_t peak_allocated_bytes; /**< most bytes in blocks handed out so far, live or kept in a thread's cache for
+                                    reuse (taken when the pool's lock is, so at or above the peak of allocated_bytes) */
   size_t reserved_bytes;       /**< bytes the pool holds from the device */
   size_t peak_reserved_bytes;  /**< most reserved_bytes so far */
   size_t cached_bytes;         /**< reserved but in no live block (reserved - allocated) */

@@ -13,7 +13,8 @@ memory_stats() keys, with PyTorch's names where vram has the same figure:
 
 | key | meaning |
 |---|---|
-| allocated_bytes.all.current / .peak | bytes in live blocks, rounded up to 512 as the pool stores them |
+| allocated_bytes.all.current | bytes in live blocks, rounded up to 512 as the pool stores them |
+| allocated_bytes.all.peak | at or above the peak of .current: the most bytes in blocks handed out, live or kept in a thread's cache for reuse (a cached allocation is not watched, to keep it free of shared writes) |
 | reserved_bytes.all.current / .peak | bytes the pool holds from the device |
 | requested_bytes.all.current | bytes the program asked for, in live blocks |
 | allocation.all.current / .allocated / .freed | live blocks; allocations made; frees made |
@@ -105,7 +106,8 @@ def memory_allocated(device=None):
 
 
 def max_memory_allocated(device=None):
-    """The peak of memory_allocated() since the start or the last reset_peak_memory_stats()."""
+    """At or above the peak of memory_allocated() since the start or the last reset_peak_memory_stats():
+    blocks that threads keep for reuse count too (see allocated_bytes.all.peak above)."""
     return _stats(device).peak_allocated_bytes
 
 
