@@ -162,10 +162,9 @@ TEST(TorchFidelitySteps, InvariantsHoldAfterEveryEventOfARealTrace) {
 
 // Peak reserved bytes and device allocations that PyTorch 2.11 reported for the training loops of
 // bench/torch/workloads.py at their benchmark steps (cnn_train 30, transformer_train 40), from
-// torch.cuda.max_memory_reserved() and memory_stats()["num_device_alloc"]; the same in every repeat.
-// cnn_train: native on an H100 (docs/results/h100-2026-12-05-cd57226), expandable on an H100
-// (docs/results/h100-2026-12-06-8f042ac); transformer_train: native on an H200
-// (docs/results/h200-2026-12-04-record), expandable on an H100 (docs/results/h100-2026-12-06-8f042ac).
+// torch.cuda.max_memory_reserved() and memory_stats()["num_device_alloc"], the same in each of 5 repeats on an
+// H100 (cnn_train: docs/results/h100-2026-12-05-cd57226; transformer_train: h100-2026-12-05-61ef2f1) and in
+// the run beside the recording (h100-2026-12-06-8f042ac, expandable).
 struct pytorch_run {
   const char* trace;
   std::size_t native_peak, native_segments, expandable_peak, expandable_growths;
