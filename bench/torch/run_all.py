@@ -3,11 +3,16 @@
 
     run_all.py --out DIR [--repeats 5] [--budget-s 540] [--workloads ...] [--allocators ...]
                [--steps-per-workload transformer_train=40,cnn_train=30,serving=300]
+               [--seconds-per-workload serving=100] [--first-repeat N]
 
 Each run is its own process (run_one.py, then tensor_cost.py once per allocator per repeat), with the
 allocator's PYTORCH_CUDA_ALLOC_CONF in its environment. The allocators' order turns by one each repeat.
 No run starts once the time budget would be passed; those runs are listed as skipped. DIR/torch-bench.json
 is rewritten after every run, so an interrupted benchmark keeps what it measured.
+
+--seconds-per-workload runs those workloads for a time rather than a count of steps (their wall time is then
+the time asked; compare step_ms). --first-repeat numbers the repeats from N and turns the order as repeat N
+would, so that a benchmark too long for one command can be run as several, one or more repeats each.
 """
 import argparse
 import datetime
@@ -144,6 +149,9 @@ def main():
     ap.add_argument("--workloads", nargs="+", default=WORKLOADS, choices=WORKLOADS)
     ap.add_argument("--allocators", nargs="+", default=list(allocators.NAMES), choices=allocators.NAMES)
     ap.add_argument("--steps-per-workload", default="", help="e.g. transformer_train=40,cnn_train=30,serving=300")
+    ap.add_argument("--seconds-per-workload", default="",
+                    help="e.g. serving=100: run these workloads for so many seconds instead of a count of steps")
+    ap.add_argument("--first-repeat", type=int, default=1, help="the number of the first repeat (default 1)")
     ap.add_argument("--tensor-cost-repeats", type=int, default=None,
                     help="run tensor_cost.py in this many of the repeats (default: all; 0: never)")
     ap.add_argument("--run-timeout-s", type=float, default=90)
@@ -156,6 +164,14 @@ def main():
     for item in filter(None, args.steps_per_workload.split(",")):
         key, _, value = item.partition("=")
         steps[key.strip()] = int(value)
+    seconds = {}
+    for item in filter(None, args.seconds_per_workload.split(",")):
+        key, _, value = item.partition("=")
+        if key.strip() not in WORKLOADS or float(value) <= 0:
+            ap.error(f"--seconds-per-workload: '{item}' is not WORKLOAD=SECONDS")
+        seconds[key.strip()] = float(value)
+    if args.first_repeat < 1:
+        ap.error("--first-repeat: 1 or more")
     tc_repeats = args.repeats if args.tensor_cost_repeats is None else args.tensor_cost_repeats
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +184,9 @@ def main():
            "git_commit": sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"]),
            "libvram": library_info(),
            "settings": {"repeats": args.repeats, "budget_s": args.budget_s, "workloads": args.workloads,
-                        "allocators": args.allocators, "steps": {w: steps[w] for w in args.workloads},
+                        "allocators": args.allocators, "steps": {w: steps[w] for w in args.workloads if w not in seconds},
+                        "seconds": {w: seconds[w] for w in args.workloads if w in seconds},
+                        "first_repeat": args.first_repeat,
                         "tensor_cost_repeats": tc_repeats, "seed": args.seed, "opts": args.opt,
                         "run_timeout_s": args.run_timeout_s},
            "runs": [], "tensor_cost": [], "skipped": [], "summary": {}, "tensor_cost_summary": {}}
@@ -180,13 +198,14 @@ def main():
 
     def launch(r, script, key, alloc, extra, json_name):
         elapsed = time.perf_counter() - start
-        guess = longest.get(key, FIRST_GUESS_S[script])
+        guess = longest.get(key, FIRST_GUESS_S[script] + seconds.get(key[1], 0.0))
         entry = {"repeat": r, "script": script, "workload": key[1], "allocator": alloc}
         if elapsed + guess > args.budget_s:
             doc["skipped"].append({**entry, "reason": f"budget: {elapsed:.0f} s gone, a run takes ~{guess:.0f} s"})
             print(f"[r{r} {key[1]}/{alloc}] skipped (budget)", flush=True)
             return None
-        timeout = max(10.0, min(args.run_timeout_s, args.budget_s + 30 - elapsed))
+        run_timeout = args.run_timeout_s + seconds.get(key[1], 0.0)
+        timeout = max(10.0, min(run_timeout, args.budget_s + 30 - elapsed))
         rec = {**entry, **run_child(script + ".py", alloc, extra, work / json_name, timeout)}
         longest[key] = max(longest.get(key, 0.0), rec["elapsed_s"])
         rep = rec["report"] or {}
@@ -209,18 +228,20 @@ def main():
         tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         tmp.replace(out / "torch-bench.json")
 
-    for r in range(1, args.repeats + 1):
+    last = args.first_repeat + args.repeats - 1
+    for r in range(args.first_repeat, last + 1):
         k = (r - 1) % len(args.allocators)
         order = args.allocators[k:] + args.allocators[:k]
         for w in args.workloads:
             opts = [x for o in args.opt if o.startswith(w + ":") for x in ("--opt", o.split(":", 1)[1])]
             for a in order:
-                extra = ["--workload", w, "--steps", str(steps[w]), "--seed", str(args.seed)] + opts
+                length = ["--seconds", str(seconds[w])] if w in seconds else ["--steps", str(steps[w])]
+                extra = ["--workload", w] + length + ["--seed", str(args.seed)] + opts
                 rec = launch(r, "run_one", ("run_one", w), a, extra, f"r{r}-{w}-{a}.json")
                 if rec is not None:
                     doc["runs"].append(rec)
                     save()
-        if r <= tc_repeats:
+        if r - args.first_repeat < tc_repeats:
             for a in order:
                 rec = launch(r, "tensor_cost", ("tensor_cost", "tensor_cost"), a, [], f"r{r}-tensor-{a}.json")
                 if rec is not None:
