@@ -167,9 +167,13 @@ def main():
     seconds = {}
     for item in filter(None, args.seconds_per_workload.split(",")):
         key, _, value = item.partition("=")
-        if key.strip() not in WORKLOADS or float(value) <= 0:
+        try:
+            secs = float(value)
+        except ValueError:
+            secs = 0.0
+        if key.strip() not in WORKLOADS or not secs > 0:
             ap.error(f"--seconds-per-workload: '{item}' is not WORKLOAD=SECONDS")
-        seconds[key.strip()] = float(value)
+        seconds[key.strip()] = secs
     if args.first_repeat < 1:
         ap.error("--first-repeat: 1 or more")
     tc_repeats = args.repeats if args.tensor_cost_repeats is None else args.tensor_cost_repeats

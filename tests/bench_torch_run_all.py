@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""bench/torch/run_all.py's schedule without a GPU or torch: the children are replaced by a stub that
+records what it was asked and answers with a report, so that what is checked is which runs start, in
+which order, with which arguments and time limits, and what the JSON says of them."""
+import contextlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "torch"))
+import run_all  # noqa: E402
+
+
+class Schedule(unittest.TestCase):
+    def run_main(self, *args):
+        calls = []
+
+        def fake_child(script, alloc, extra, json_path, timeout):
+            calls.append((script, alloc, list(extra), timeout))
+            return {"cmd": script, "rc": 0, "elapsed_s": 1.0,
+                    "report": {"wall_s": 1.0, "step_ms_median": 2.0, "nvml_peak_bytes": 100}}
+
+        out = tempfile.mkdtemp(prefix="run_all_test-")
+        saved, run_all.run_child = run_all.run_child, fake_child
+        saved_argv = sys.argv
+        sys.argv = ["run_all.py", "--out", out, "--work-dir", out + "/work"] + list(args)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                run_all.main()
+            doc = json.loads((Path(out) / "torch-bench.json").read_text())
+        finally:
+            run_all.run_child, sys.argv = saved, saved_argv
+            shutil.rmtree(out, ignore_errors=True)
+        return calls, doc
+
+    def test_a_timed_workload_from_the_third_repeat_turns_the_order_as_repeats_three_and_four(self):
+        calls, doc = self.run_main("--repeats", "2", "--first-repeat", "3", "--workloads", "serving",
+                                   "--seconds-per-workload", "serving=100", "--tensor-cost-repeats", "0",
+                                   "--budget-s", "100000", "--run-timeout-s", "90")
+        # Repeat r starts at allocator (r - 1) mod 4 of native, expandable, async, vram.
+        self.assertEqual([c[1] for c in calls], ["async", "vram", "native", "expandable",
+                                                 "vram", "native", "expandable", "async"])
+        for script, _, extra, timeout in calls:
+            self.assertEqual(script, "run_one.py")
+            self.assertEqual(extra, ["--workload", "serving", "--seconds", "100.0", "--seed", "0"])
+            self.assertEqual(timeout, 190.0)  # the run's own 100 s on top of --run-timeout-s
+        self.assertEqual([r["repeat"] for r in doc["runs"]], [3, 3, 3, 3, 4, 4, 4, 4])
+        self.assertEqual(doc["settings"]["seconds"], {"serving": 100.0})
+        self.assertEqual(doc["settings"]["steps"], {})
+        self.assertEqual(doc["settings"]["first_repeat"], 3)
+        self.assertEqual(doc["tensor_cost"], [])
+
+    def test_counted_steps_and_the_tensor_cost_in_the_first_repeat_only(self):
+        calls, doc = self.run_main("--repeats", "2", "--workloads", "cnn_train", "serving",
+                                   "--steps-per-workload", "cnn_train=7", "--seconds-per-workload", "serving=5",
+                                   "--tensor-cost-repeats", "1", "--budget-s", "100000", "--run-timeout-s", "60")
+        runs = [(c[1], c[2][1], c[2][2], c[2][3], c[3]) for c in calls if c[0] == "run_one.py"]
+        order1, order2 = ["native", "expandable", "async", "vram"], ["expandable", "async", "vram", "native"]
+        expected = ([(a, "cnn_train", "--steps", "7", 60.0) for a in order1] +
+                    [(a, "serving", "--seconds", "5.0", 65.0) for a in order1] +
+                    [(a, "cnn_train", "--steps", "7", 60.0) for a in order2] +
+                    [(a, "serving", "--seconds", "5.0", 65.0) for a in order2])
+        self.assertEqual(runs, expected)
+        # tensor_cost.py after the first repeat's runs, in its order; none after the second.
+        self.assertEqual([(c[0], c[1]) for c in calls[8:12]], [("tensor_cost.py", a) for a in order1])
+        self.assertEqual(len(calls), 20)
+        self.assertEqual(doc["settings"]["steps"], {"cnn_train": 7})
+        self.assertEqual(doc["settings"]["seconds"], {"serving": 5.0})
+
+    def test_a_run_that_would_pass_the_budget_is_skipped(self):
+        # The first guess of a timed run is 15 s plus its seconds: 1,000 s cannot start within a 500 s budget.
+        calls, doc = self.run_main("--repeats", "1", "--workloads", "serving", "--seconds-per-workload",
+                                   "serving=1000", "--tensor-cost-repeats", "0", "--budget-s", "500")
+        self.assertEqual(calls, [])
+        self.assertEqual(len(doc["skipped"]), 4)
+
+    def test_bad_arguments_are_refused(self):
+        for bad in (["--seconds-per-workload", "sorting=10"], ["--seconds-per-workload", "serving=0"],
+                    ["--seconds-per-workload", "serving=ten"], ["--seconds-per-workload", "serving=nan"],
+                    ["--first-repeat", "0"]):
+            with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit) as e:
+                    self.run_main(*bad)
+                self.assertEqual(e.exception.code, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
