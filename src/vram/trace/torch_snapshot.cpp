@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "vram/core/address_map.hpp"
 #include "vram/core/error.hpp"
@@ -150,6 +151,35 @@ class snapshot_reader {
     return f;
   }
 
+  // At most how many events infer_start() puts before the first entry: one for each entry that frees a
+  // block or a segment (entries it cannot read as records are counted too), one for each segment and each
+  // block the snapshot lists, and one for memory mapped before. A bound, not a check: the entries and
+  // segments are checked where they are read.
+  std::size_t most_added_at_start(std::span<const ref> items, const std::vector<ref>& segments) const {
+    std::size_t n = 1 + segments.size();
+    std::uint64_t seen_tag = ~std::uint64_t{0};
+    bool seen_frees = false;
+    for (const ref e : items) {
+      if (t_.kind_of(e) != kind::record) {
+        ++n;
+        continue;
+      }
+      const std::uint64_t tag = t_.record_of(e).tag;
+      if (tag != seen_tag) {
+        const std::string_view name = t_.record_tag(e);
+        seen_tag = tag;
+        seen_frees = name == "free_requested" || name == "segment_free";
+      }
+      n += seen_frees;
+    }
+    for (const ref seg : segments) {
+      if (t_.kind_of(seg) != kind::dict) continue;
+      if (const auto blocks = field(seg, "blocks"); blocks && t_.kind_of(*blocks) == kind::list)
+        n += t_.items(*blocks).size();
+    }
+    return n;
+  }
+
   snapshot_device_trace read_device(int device, ref entries, const std::vector<ref>& segments) {
     snapshot_device_trace out;
     out.device = device;
@@ -157,7 +187,9 @@ class snapshot_reader {
     std::vector<std::string> other_names;
     std::int64_t last_time = 0;
     const auto items = t_.items(entries);
-    out.events.reserve(items.size());
+    // Room for what infer_start() adds at the front too, so that it inserts in place: a vector reallocated
+    // there would hold the trace twice for a moment (a million entries: 40 MB more at the peak).
+    out.events.reserve(items.size() + most_added_at_start(items, segments));
     for (std::size_t i = 0; i < items.size(); ++i) {
       const place where{"device_traces", static_cast<std::size_t>(device), i};
       const ref e = items[i];
