@@ -36,10 +36,12 @@ class pickle_tree {
 
   /// @brief A dict compacted as it was read (see pickle_records): its tag's text and its fields.
   struct record {
-    std::uint64_t tag = 0;         // the string index of the tag's value: text_of_record_tag
     std::int64_t fields[4] = {};   // in pickle_records::fields' order
+    std::uint32_t tag = 0;         // the string index of the tag's value (record_tag); a dict whose tag's
+                                   // index does not fit stays a dict
     std::uint8_t present = 0;      // bit i: field i is in the dict (and an int: otherwise it is not a record)
   };
+  static_assert(sizeof(record) == 40, "a record per trace entry: keep it small");
 
   ref root() const noexcept { return root_; }
   kind kind_of(ref r) const noexcept {

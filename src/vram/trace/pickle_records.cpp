@@ -2,6 +2,8 @@
 // (pickle_machine.hpp).
 #include "vram/trace/pickle_machine.hpp"
 
+#include <limits>
+
 namespace vram::detail {
 
 bool pickle_machine::compact(ref dict, std::size_t m) {
@@ -39,8 +41,9 @@ bool pickle_machine::as_record(const ref* kv, std::size_t n, pickle_tree::record
     if (tree_.kind_of(k) != kind::string) return false;
     const int role = role_of(pickle_tree::payload(k));
     if (role == role_tag) {
-      if (tree_.kind_of(v) != kind::string) return false;
-      rec.tag = pickle_tree::payload(v);
+      if (tree_.kind_of(v) != kind::string || pickle_tree::payload(v) > std::numeric_limits<std::uint32_t>::max())
+        return false;
+      rec.tag = static_cast<std::uint32_t>(pickle_tree::payload(v));
       tagged = true;
     } else if (role >= 0 && role < 4) {
       if (tree_.kind_of(v) != kind::integer) return false;

@@ -157,7 +157,7 @@ class snapshot_reader {
   // segments are checked where they are read.
   std::size_t most_added_at_start(std::span<const ref> items, const std::vector<ref>& segments) const {
     std::size_t n = 1 + segments.size();
-    std::uint64_t seen_tag = ~std::uint64_t{0};
+    std::uint64_t seen_tag = ~std::uint64_t{0};  // wider than any tag
     bool seen_frees = false;
     for (const ref e : items) {
       if (t_.kind_of(e) != kind::record) {
