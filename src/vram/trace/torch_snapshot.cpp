@@ -166,9 +166,9 @@ class snapshot_reader {
       }
       const std::uint64_t tag = t_.record_of(e).tag;
       if (tag != seen_tag) {
-        const std::string_view name = t_.record_tag(e);
+        const auto action = action_named(t_.record_tag(e));
         seen_tag = tag;
-        seen_frees = name == "free_requested" || name == "segment_free";
+        seen_frees = action == trace_action::free_requested || action == trace_action::segment_free;
       }
       n += seen_frees;
     }
