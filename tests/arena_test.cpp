@@ -561,6 +561,59 @@ TEST(Arena, RecyclingForATightGrowthKeepsTheHandleItRecycledAndReleasesAnother) 
   EXPECT_EQ(handles_mapped_at(ar, {base + 12 * MiB}), 1);
 }
 
+// A cold handle in zone 1 recycled for a 2 MiB growth in zone 0, past the cache budget: an 8 GiB device, so
+// handles are the size their growth needs. In MiB from zone 1's base: H0 = [0, cold), H1 = [cold, cold + 2)
+// holds a 2 MiB block; H0's block is freed. In use 2 MiB, reserved cold + 2. A 2 MiB block in the empty zone 0
+// grows at its base; the budget is 1.05 x (2 + 2) = 4.2 MiB, so growth recycles: H0, the smallest cold handle
+// that covers the 2 MiB wanted, is unmapped and becomes a spare.
+struct recycled_across_zones {
+  sim_device dev;
+  arena ar;
+  device_ptr z = 0;
+  recycled_across_zones(std::size_t cold, std::size_t slack) : dev(small_device(std::size_t{8} << 30)), ar(dev, [&] {
+    arena_options o = one_zone();
+    o.zones = 2;
+    o.spare_slack_bytes = slack;
+    return o;
+  }()) {
+    const device_ptr a = ar.allocate(cold, 512, 1);
+    ar.allocate(2 * MiB, 512, 1);
+    ar.deallocate(a, cold);
+    EXPECT_EQ(ar.reserved(), cold + 2 * MiB);
+    z = ar.allocate(2 * MiB, 512, 0);
+    ar.validate();
+  }
+};
+
+TEST(Arena, PastTheBudgetASpareThatWouldLeaveMoreThanTheSlackFreeGoesBackToTheDevice) {
+  // H0 is 8 MiB: mapped for the 2 MiB block it would leave 6 MiB free in zone 0, more than the 2 MiB slack.
+  // It goes back to the device and a 2 MiB handle is made: reserved 2 + 2 = 4 MiB, all of it in use.
+  recycled_across_zones t(8 * MiB, 2 * MiB);
+  EXPECT_EQ(t.z, t.ar.zone_base(0));
+  EXPECT_EQ(t.ar.reserved(), 4 * MiB);
+  EXPECT_EQ(t.ar.in_use(), 4 * MiB);
+  EXPECT_EQ(calls(t.dev, device_call::mem_unmap), 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_release), 1u);
+  EXPECT_EQ(calls(t.dev, device_call::mem_create), 3u);
+  EXPECT_EQ(t.ar.counters().handles_released, 1u);
+}
+
+TEST(Arena, ASpareThatLeavesAtMostTheSlackFreeOrAnyWithoutASlackIsMappedWhole) {
+  // H0 of 4 MiB leaves 2 MiB free, the slack itself: mapped at zone 0's base, the block at its start.
+  recycled_across_zones at_slack(4 * MiB, 2 * MiB);
+  EXPECT_EQ(at_slack.z, at_slack.ar.zone_base(0));
+  EXPECT_EQ(at_slack.ar.reserved(), 6 * MiB);
+  EXPECT_EQ(handles_mapped_at(at_slack.ar, {at_slack.ar.zone_base(0)}), 1);
+  EXPECT_EQ(calls(at_slack.dev, device_call::mem_release), 0u);
+  EXPECT_EQ(calls(at_slack.dev, device_call::mem_create), 2u);
+  // With no slack set (the arena's default), the 8 MiB spare is mapped whole too: reserved stays 10 MiB.
+  recycled_across_zones unbounded(8 * MiB, SIZE_MAX);
+  EXPECT_EQ(unbounded.z, unbounded.ar.zone_base(0));
+  EXPECT_EQ(unbounded.ar.reserved(), 10 * MiB);
+  EXPECT_EQ(calls(unbounded.dev, device_call::mem_release), 0u);
+  EXPECT_EQ(calls(unbounded.dev, device_call::mem_create), 2u);
+}
+
 // A block of more than 32 granules takes a free end of a handle elsewhere (an alias) only near the end of
 // memory: when in use + the block + two cache budgets (5% of in use + the block each) reach the limit.
 // Layout: a = [0, 1.5) in H0; x = [1.5, 4) over H0's end and H1 = [2, 4); c = [4, 6) in H2. x freed and

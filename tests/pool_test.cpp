@@ -736,6 +736,10 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_EQ(pool_options{}.with({{"burst_window", "2.5"}}).burst_window_ms, 2.5);
   EXPECT_THROW(pool_options{}.with({{"burst_window", "-1"}}), usage_error);
   EXPECT_THROW(pool_options{}.with({{"small_handle", "big"}}), usage_error);
+  EXPECT_EQ(pool_options{}.spare_slack_bytes, 2 * MiB);
+  EXPECT_EQ(pool_options{}.with({{"spare_slack", "0"}}).spare_slack_bytes, 0u);
+  EXPECT_EQ(pool_options{}.with({{"spare_slack", "64MiB"}}).spare_slack_bytes, 64 * MiB);
+  EXPECT_THROW(pool_options{}.with({{"spare_slack", "-1"}}), usage_error);
 }
 
 TEST(Pool, NonFiniteAndOutOfRangeSettingsAreRefusedNamingTheSettingOrVariable) {

@@ -118,6 +118,9 @@ struct arena_options {
   /// handles may be up to max_handle_bytes.
   std::size_t burst_bytes = std::size_t{256} << 20;
   std::int64_t burst_window_ns = 10'000'000;
+  /// Past the cache budget, the most bytes of a spare handle a growth may map beyond what it wants: a larger
+  /// spare goes back to the device, and the growth makes handles of what it wants. (SIZE_MAX: never.)
+  std::size_t spare_slack_bytes = SIZE_MAX;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.

@@ -231,8 +231,12 @@ void arena::reclaim(std::size_t want, std::size_t room, const growth_plan& p, st
 bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, bool gen, std::vector<std::uint32_t>& use,
                     std::size_t& have) {
   // Spares first: they cost no creation. The smallest that covers the rest (if it has room), else the largest
-  // that does not; a tight arena takes only spares that fit in what is still wanted, as reclaim() does.
+  // that does not; a tight arena takes only spares that fit in what is still wanted, as reclaim() does. Past
+  // the cache budget, a spare that would leave more than spare_slack_bytes of itself free where it is mapped
+  // goes back to the device instead: the growth makes what it wants, and reserved memory falls by the rest
+  // (a cold handle recycled from one zone for a small growth in another left its surplus free there).
   const auto& spares = map_.spares();
+  const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
   auto from_spares = [&] {
     while (have < p.need && !spares.empty()) {
       const std::size_t rest = p.need - have;
@@ -244,14 +248,19 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
         --it;
         if (it->first > rest) return;
       }
-      have += it->first;
+      const std::size_t bytes = it->first;
       const std::uint32_t idx = it->second;
-      use.push_back(idx);
       map_.take_spare(idx);
+      if (bytes > rest && bytes - rest > options_.spare_slack_bytes &&
+          static_cast<double>(map_.reserved() + rest) > budget) {
+        release_spare(idx);
+        continue;
+      }
+      have += bytes;
+      use.push_back(idx);
     }
   };
   from_spares();
-  const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
   if (have < p.need && static_cast<double>(map_.reserved() + (p.need - have)) > budget) {
     reclaim(p.need - have, p.room - have, p, size, gen);
     from_spares();

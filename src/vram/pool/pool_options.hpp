@@ -12,6 +12,9 @@
 // | burst_bytes       | VRAM_BURST_BYTES         | 256MiB  | growth of this much within burst_window is a      |
 // |                   |                          |         | burst, whose handles may be up to max_handle      |
 // | burst_window      | VRAM_BURST_WINDOW        | 10      | milliseconds over which growth is summed          |
+// | spare_slack       | VRAM_SPARE_SLACK         | 2MiB    | past the cache budget, the most of a spare handle |
+// |                   |                          |         | a growth may map beyond what it wants; a larger   |
+// |                   |                          |         | spare goes back to the device (max_handle: never) |
 // | aliasing          | VRAM_ALIASING            | 1       | on a full device, map a handle again elsewhere to |
 // |                   |                          |         | use the free memory at its ends (0: off)          |
 // | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.12    | reserved memory to keep under, as a multiple of   |
@@ -38,6 +41,7 @@ struct pool_options {
   std::size_t small_handle_bytes = std::size_t{8} << 20;
   std::size_t burst_bytes = std::size_t{256} << 20;
   double burst_window_ms = 10;
+  std::size_t spare_slack_bytes = std::size_t{2} << 20;
   bool aliasing = true;
   double reserve_ratio = 1.12;
   std::size_t limit = 0;
