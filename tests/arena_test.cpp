@@ -410,6 +410,35 @@ TEST(Arena, FarFromItsReserveBoundOrWithoutOneItGrowsAtTheTop) {
   }
 }
 
+TEST(Arena, BelowItsPeakInUseAGrowthFillsAHoleAboveItTheTop) {
+  // holes_below_peak, no reserve bound, the 12 MiB device: in use 2 MiB (a and c), peak 6 MiB, reserved 4
+  // after the trim. 3.5 MiB keeps in use at 5.5 MiB, under the peak: it goes through the hole from 1.5 MiB,
+  // mapping one granule, where without the rule it goes on top of c in two (FarFromItsReserveBound...).
+  arena_options o = one_zone();
+  o.holes_below_peak = true;
+  {
+    three_blocks t(o);
+    EXPECT_EQ(t.ar.trim(), 2 * MiB);
+    const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+    t.ar.validate();
+    EXPECT_EQ(y, t.base + 3 * MiB / 2);
+    EXPECT_EQ(t.ar.reserved(), 6 * MiB);
+    EXPECT_EQ(t.ar.counters().hole_growths, 1u);
+    EXPECT_EQ(t.ar.counters().lean_growths, 0u);  // the arena itself is not lean
+  }
+  // A 1 MiB block in zone 1 first (one granule there): in use 3 MiB, so 3.5 MiB would take it to 6.5, past the
+  // peak. The block goes on top of c, at [6, 9.5), in two new granules: reserved 4 + 2 + 4 = 10 MiB.
+  o.zones = 2;
+  three_blocks t(o);
+  EXPECT_EQ(t.ar.trim(), 2 * MiB);
+  t.ar.allocate(MiB, 512, 1);
+  const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+  t.ar.validate();
+  EXPECT_EQ(y, t.base + 6 * MiB);
+  EXPECT_EQ(t.ar.reserved(), 10 * MiB);
+  EXPECT_EQ(t.ar.counters().hole_growths, 0u);
+}
+
 TEST(Arena, ALeanArenaMakesHandlesFromTheRoomLeftUnderItsBound) {
   // A 64 GiB device: handles may be 64 MiB (1/1024 of it). A first block of 60 MiB in an empty arena:
   // - reserve_ratio 1.11: the bound 1.11 x 60 = 66.6 MiB leaves more than 0.05 x 60 + 60 = 63: not lean,

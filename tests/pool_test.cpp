@@ -740,6 +740,9 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_EQ(pool_options{}.with({{"spare_slack", "0"}}).spare_slack_bytes, 0u);
   EXPECT_EQ(pool_options{}.with({{"spare_slack", "64MiB"}}).spare_slack_bytes, 64 * MiB);
   EXPECT_THROW(pool_options{}.with({{"spare_slack", "-1"}}), usage_error);
+  EXPECT_TRUE(pool_options{}.holes_below_peak);
+  EXPECT_FALSE(pool_options{}.with({{"holes_below_peak", "0"}}).holes_below_peak);
+  EXPECT_THROW(pool_options{}.with({{"holes_below_peak", "maybe"}}), usage_error);
 }
 
 TEST(Pool, NonFiniteAndOutOfRangeSettingsAreRefusedNamingTheSettingOrVariable) {

@@ -39,6 +39,7 @@ SETTINGS = {
     "burst_bytes": "VRAM_BURST_BYTES",
     "burst_window": "VRAM_BURST_WINDOW",
     "spare_slack": "VRAM_SPARE_SLACK",
+    "holes_below_peak": "VRAM_HOLES_BELOW_PEAK",
     "aliasing": "VRAM_ALIASING",
     "reserve_ratio": "VRAM_RESERVE_RATIO",
     "thread_cache": "VRAM_THREAD_CACHE",
@@ -118,7 +119,7 @@ def enable(record=None, **settings):
     """Puts every CUDA tensor of the process in vram's pool. Call before CUDA is initialised.
 
     settings: the pool's settings by name (limit, max_cached_ratio, max_handle, small_handle, burst_bytes,
-    burst_window, spare_slack, aliasing, reserve_ratio, thread_cache, thread_cache_bytes, membarrier), as ints, floats,
+    burst_window, spare_slack, holes_below_peak, aliasing, reserve_ratio, thread_cache, thread_cache_bytes, membarrier), as ints, floats,
     bools or strings such as "8GiB"; they are set as their VRAM_* variables and apply to each device's pool
     when it is made. An unknown name is a TypeError listing the known ones.
     record: a path; every allocation and free is written there as a trace (vram.record_start).

@@ -121,6 +121,9 @@ struct arena_options {
   /// Past the cache budget, the most bytes of a spare handle a growth may map beyond what it wants: a larger
   /// spare goes back to the device, and the growth makes handles of what it wants. (SIZE_MAX: never.)
   std::size_t spare_slack_bytes = SIZE_MAX;
+  /// Whether a growth for a request that keeps the bytes in use at or below their peak so far may fill holes
+  /// between mapped ranges, as a lean arena's does.
+  bool holes_below_peak = false;
 };
 
 /// @brief Counters of the arena's work, for statistics and tests.

@@ -23,7 +23,12 @@ growth_settings arena::settings(std::size_t s) const noexcept {
   const double in_use = static_cast<double>(in_use_ + s);
   if (in_use * (1.0 + large_alias_budgets * stage_ratio()) >= static_cast<double>(capacity()))
     alias_max = SIZE_MAX;
-  return {handle_cap(), pressure_, options_.aliasing, alias_max};
+  // Below the peak in use, growth serves a layout the working set has cut up, not a larger working set: it may
+  // fill a hole between mapped ranges, as a lean arena does, rather than extend the top past what was reserved.
+  // (cnn_train: after its peak live, a 24.5 MiB block that no free piece held grew the top by 24 MiB.)
+  pressure level = pressure_;
+  if (options_.holes_below_peak && level < pressure::lean && in_use_ + s <= peak_in_use_) level = pressure::lean;
+  return {handle_cap(), level, options_.aliasing, alias_max};
 }
 
 // The pressure for a request of s bytes (pressure.hpp), and the piece index kept from the first tight request

@@ -45,13 +45,14 @@ bool parse_bool(std::string_view v) {
 constexpr double max_ratio = 1000;
 constexpr double max_window_ms = 3'600'000;
 
-constexpr std::array<option_row, 12> option_table{{
+constexpr std::array<option_row, 13> option_table{{
     {"max_cached_ratio", "VRAM_MAX_CACHED_RATIO", [](pool_options& o, std::string_view v) { o.max_cached_ratio = parse_number(v, 0, max_ratio); }},
     {"max_handle", "VRAM_MAX_HANDLE", [](pool_options& o, std::string_view v) { o.max_handle_bytes = parse_size(v); }},
     {"small_handle", "VRAM_SMALL_HANDLE", [](pool_options& o, std::string_view v) { o.small_handle_bytes = parse_size(v); }},
     {"burst_bytes", "VRAM_BURST_BYTES", [](pool_options& o, std::string_view v) { o.burst_bytes = parse_size(v); }},
     {"burst_window", "VRAM_BURST_WINDOW", [](pool_options& o, std::string_view v) { o.burst_window_ms = parse_number(v, 0, max_window_ms); }},
     {"spare_slack", "VRAM_SPARE_SLACK", [](pool_options& o, std::string_view v) { o.spare_slack_bytes = parse_size(v); }},
+    {"holes_below_peak", "VRAM_HOLES_BELOW_PEAK", [](pool_options& o, std::string_view v) { o.holes_below_peak = parse_bool(v); }},
     {"aliasing", "VRAM_ALIASING", [](pool_options& o, std::string_view v) { o.aliasing = parse_bool(v); }},
     {"reserve_ratio", "VRAM_RESERVE_RATIO", [](pool_options& o, std::string_view v) { o.reserve_ratio = parse_number(v, 0, max_ratio); }},
     {"limit", "VRAM_LIMIT", [](pool_options& o, std::string_view v) { o.limit = parse_size(v); }},

@@ -15,6 +15,9 @@
 // | spare_slack       | VRAM_SPARE_SLACK         | 2MiB    | past the cache budget, the most of a spare handle |
 // |                   |                          |         | a growth may map beyond what it wants; a larger   |
 // |                   |                          |         | spare goes back to the device (max_handle: never) |
+// | holes_below_peak  | VRAM_HOLES_BELOW_PEAK    | 1       | growth that keeps the bytes in use at or below    |
+// |                   |                          |         | their peak may fill holes between mapped ranges   |
+// |                   |                          |         | (0: only when lean or tight)                      |
 // | aliasing          | VRAM_ALIASING            | 1       | on a full device, map a handle again elsewhere to |
 // |                   |                          |         | use the free memory at its ends (0: off)          |
 // | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.12    | reserved memory to keep under, as a multiple of   |
@@ -42,6 +45,7 @@ struct pool_options {
   std::size_t burst_bytes = std::size_t{256} << 20;
   double burst_window_ms = 10;
   std::size_t spare_slack_bytes = std::size_t{2} << 20;
+  bool holes_below_peak = true;
   bool aliasing = true;
   double reserve_ratio = 1.12;
   std::size_t limit = 0;

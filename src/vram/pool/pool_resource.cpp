@@ -24,6 +24,7 @@ detail::arena_options arena_settings(const pool_options& o) {
   a.burst_bytes = o.burst_bytes;
   a.burst_window_ns = static_cast<std::int64_t>(o.burst_window_ms * 1e6);
   a.spare_slack_bytes = o.spare_slack_bytes;
+  a.holes_below_peak = o.holes_below_peak;
   a.aliasing = o.aliasing;
   a.reserve_ratio = o.reserve_ratio;
   a.limit = o.limit;
