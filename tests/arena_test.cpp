@@ -371,6 +371,15 @@ TEST(Arena, OnATightDeviceABlockFillsAHoleBetweenMappedMemory) {
   EXPECT_EQ(t.ar.free_memory().total, MiB / 2);  // [5, 5.5)
 }
 
+// H1 trimmed (a gap at [2, 4) between H0's free [1.5, 2) and H2's [4, 5.5)), then a block of 3.5 MiB placed:
+// its address.
+device_ptr trim_and_place_three_and_a_half(three_blocks& t) {
+  EXPECT_EQ(t.ar.trim(), 2 * MiB);
+  const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
+  t.ar.validate();
+  return y;
+}
+
 arena_options lean(double reserve_ratio) {
   arena_options o = one_zone();
   o.reserve_ratio = reserve_ratio;
@@ -383,10 +392,7 @@ TEST(Arena, NearItsReserveBoundARoomyArenaFillsAHoleToo) {
   // The device leaves 8 MiB: not tight. Under reserve_ratio 1.11 the bound is 1.11 x max(6, 5.5) = 6.66 MiB,
   // which leaves 2.66: lean, so the block goes through the hole, mapping one granule, as on a tight device.
   three_blocks t(lean(1.11));
-  EXPECT_EQ(t.ar.trim(), 2 * MiB);
-  const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
-  t.ar.validate();
-  EXPECT_EQ(y, t.base + 3 * MiB / 2);
+  EXPECT_EQ(trim_and_place_three_and_a_half(t), t.base + 3 * MiB / 2);
   EXPECT_EQ(t.ar.reserved(), 6 * MiB);
   EXPECT_EQ(t.ar.counters().hole_growths, 1u);
   // x's growth was lean too (1.11 x 5.5 = 6.105 MiB leaves 4.105 with 2 reserved, under 0.05 x 5.5 + 4 =
@@ -400,10 +406,7 @@ TEST(Arena, FarFromItsReserveBoundOrWithoutOneItGrowsAtTheTop) {
   // 3.5 MiB goes on top of c, at [6, 9.5), in two new granules.
   for (const double ratio : {2.0, 0.0}) {
     three_blocks t(lean(ratio));
-    EXPECT_EQ(t.ar.trim(), 2 * MiB);
-    const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
-    t.ar.validate();
-    EXPECT_EQ(y, t.base + 6 * MiB) << ratio;
+    EXPECT_EQ(trim_and_place_three_and_a_half(t), t.base + 6 * MiB) << ratio;
     EXPECT_EQ(t.ar.reserved(), 8 * MiB) << ratio;
     EXPECT_EQ(t.ar.counters().hole_growths, 0u) << ratio;
     EXPECT_EQ(t.ar.counters().lean_growths, 0u) << ratio;
@@ -418,10 +421,7 @@ TEST(Arena, BelowItsPeakInUseAGrowthFillsAHoleAboveItTheTop) {
   o.holes_below_peak = true;
   {
     three_blocks t(o);
-    EXPECT_EQ(t.ar.trim(), 2 * MiB);
-    const device_ptr y = t.ar.allocate(7 * MiB / 2, 512);
-    t.ar.validate();
-    EXPECT_EQ(y, t.base + 3 * MiB / 2);
+    EXPECT_EQ(trim_and_place_three_and_a_half(t), t.base + 3 * MiB / 2);
     EXPECT_EQ(t.ar.reserved(), 6 * MiB);
     EXPECT_EQ(t.ar.counters().hole_growths, 1u);
     EXPECT_EQ(t.ar.counters().lean_growths, 0u);  // the arena itself is not lean
