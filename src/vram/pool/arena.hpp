@@ -265,6 +265,9 @@ class arena {
   // Whether a request of s bytes is guarded from pinning cold memory: the arena is tight and what is in use
   // with it reaches cold_guard_share of the peak in use.
   bool guards_cold(std::size_t s) const noexcept;
+  // Whether @p more bytes reserved beside what is held would pass the cache budget for a request of @p s bytes:
+  // (1 + max_cached_ratio) x (in use + s).
+  bool past_budget(std::size_t s, std::size_t more) const noexcept;
   std::size_t roomy_judgements_ = 0;  // requests in a row that found the arena not tight
 };
 

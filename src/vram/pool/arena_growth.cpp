@@ -62,6 +62,11 @@ double arena::stage_ratio() const noexcept {
   return std::min(options_.max_cached_ratio, std::max(0.0, options_.stage_room_share * room));
 }
 
+bool arena::past_budget(std::size_t s, std::size_t more) const noexcept {
+  return static_cast<double>(map_.reserved() + more) >
+         (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + s);
+}
+
 bool arena::guards_cold(std::size_t s) const noexcept {
   return tight() &&
          static_cast<double>(in_use_ + s) >= options_.cold_guard_share * static_cast<double>(peak_in_use_);
@@ -178,7 +183,6 @@ bool arena::protects(const growth_plan& p, std::size_t size, std::uint32_t idx) 
 // (stitching), and releases larger ones
 // rather than map them whole under a smaller block, so the growth can create handles of the right size.
 void arena::reclaim(std::size_t want, std::size_t room, const growth_plan& p, std::size_t size, bool gen) {
-  const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
   map_.drop_stale_cold();
   const auto& cold = map_.cold();
   const auto& spares = map_.spares();
@@ -208,7 +212,7 @@ void arena::reclaim(std::size_t want, std::size_t room, const growth_plan& p, st
         if (!protects(p, size, it->second)) idx = it->second;
       }
     }
-    if (idx == handle_map::none && gen && static_cast<double>(map_.reserved() + rest) > budget) {
+    if (idx == handle_map::none && gen && past_budget(size, rest)) {
       // Only larger ones are left: give a spare larger than the rest back to the device (not one recycled
       // here: it fitted what was wanted, and the growth maps it), else the smallest larger cold handle.
       auto sp = spares.upper_bound(rest);
@@ -241,7 +245,6 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
   // goes back to the device instead: the growth makes what it wants, and reserved memory falls by the rest
   // (a cold handle recycled from one zone for a small growth in another left its surplus free there).
   const auto& spares = map_.spares();
-  const double budget = (1.0 + options_.max_cached_ratio) * static_cast<double>(in_use_ + size);
   auto from_spares = [&] {
     while (have < p.need && !spares.empty()) {
       const std::size_t rest = p.need - have;
@@ -256,8 +259,7 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
       const std::size_t bytes = it->first;
       const std::uint32_t idx = it->second;
       map_.take_spare(idx);
-      if (bytes > rest && bytes - rest > options_.spare_slack_bytes &&
-          static_cast<double>(map_.reserved() + rest) > budget) {
+      if (bytes > rest && bytes - rest > options_.spare_slack_bytes && past_budget(size, rest)) {
         release_spare(idx);
         continue;
       }
@@ -266,7 +268,7 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
     }
   };
   from_spares();
-  if (have < p.need && static_cast<double>(map_.reserved() + (p.need - have)) > budget) {
+  if (have < p.need && past_budget(size, p.need - have)) {
     reclaim(p.need - have, p.room - have, p, size, gen);
     from_spares();
   }
