@@ -271,6 +271,25 @@ TEST(Pickle, ReadsAnEntryWholeInProtocol2AndAroundAFrameOpcode) {
   EXPECT_EQ(read_described(p4, false, two), refused);
 }
 
+// The MARKs of an entry, of its frames list and of a new frame dict inside it count against the depth limit
+// when the entry is read whole as when it is read one opcode at a time: the entry's items (MARK 1), its two
+// frames (2), a frame's three items (3); the lists around the entry hold one item each, appended without a
+// MARK. Under a limit of 2 both refuse the frame's MARK, at the same byte; under 3 both read the entry.
+TEST(Pickle, AnEntryReadWholeCountsItsFramesMarksAgainstTheDepthLimit) {
+  const py frame = py::dict({"filename", "model.py", "line", 1, "name", "forward"});
+  const py other = py::dict({"filename", "train.py", "line", 2, "name", "step"});
+  const py first = py::dict({"action", "alloc", "addr", 1024, "size", 512, "frames", py::list({frame, other})});
+  const std::string bytes = pickle(py::dict({"device_traces", py::list({py::list({first})})}));
+  detail::pickle_limits limit;
+  limit.max_depth = 2;
+  const std::string whole = read_described(bytes, true, limit), slow = read_described(bytes, false, limit);
+  EXPECT_THAT(slow, HasSubstr("more than 2 MARKs open at once"));
+  EXPECT_EQ(whole, slow);
+  limit.max_depth = 3;
+  EXPECT_EQ(read_described(bytes, true, limit), "{'device_traces' [[R(alloc,1024,512,-,-) ] ] }");
+  EXPECT_EQ(read_described(bytes, false, limit), "{'device_traces' [[R(alloc,1024,512,-,-) ] ] }");
+}
+
 // A frame dict made inside an entry's frames goes with them; PyTorch fetches a frame it pickled before from
 // the memo, and that fetch now reads None rather than whatever container took the frame's slot (before, an
 // empty dict here).

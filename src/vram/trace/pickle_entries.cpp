@@ -128,11 +128,11 @@ bool pickle_machine::scan_dropped_items(entry_scan& c) {
     for (;;) {
       if (c.p >= c.end) return false;
       if (skip(c, 'e')) return true;
-      if (!scan_dropped_item(c)) return false;
+      if (!scan_dropped_item(c, 2)) return false;  // inside the entry's MARK and the list's
     }
   }
   const unsigned char* const at = c.p;
-  if (*c.p == '}') return scan_dropped_item(c) && skip(c, 'a');
+  if (*c.p == '}') return scan_dropped_item(c, 1) && skip(c, 'a');  // inside the entry's MARK
   if (*c.p != 'h' && *c.p != 'j') return true;
   ref item;
   if (scan_value(c, item) && skip(c, 'a')) return true;
@@ -140,7 +140,7 @@ bool pickle_machine::scan_dropped_items(entry_scan& c) {
   return true;
 }
 
-bool pickle_machine::scan_dropped_item(entry_scan& c) {
+bool pickle_machine::scan_dropped_item(entry_scan& c, std::size_t marks_open) {
   if (c.p >= c.end) return false;
   if (*c.p != '}') {
     ref item;
@@ -149,6 +149,7 @@ bool pickle_machine::scan_dropped_item(entry_scan& c) {
   ++c.p;
   if (!scan_memo(c, make(kind::none)) || c.p >= c.end) return false;
   if (!skip(c, '(')) return *c.p == '}' || *c.p == 'e' || *c.p == 'a';  // empty, and the list goes on
+  if (marks_.size() + marks_open + 1 > limits_.max_depth) return false;  // the MARK one at a time refuses
   for (;;) {
     if (c.p >= c.end) return false;
     if (skip(c, 'u')) return true;

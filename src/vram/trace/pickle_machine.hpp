@@ -205,8 +205,9 @@ class pickle_machine {
   bool scan_dropped_items(entry_scan& c);
 
   // One item of a dropped list: a memo fetch, or a new dict, empty or filled by one SETITEMS of values that
-  // are no containers, none under the tag's key.
-  bool scan_dropped_item(entry_scan& c);
+  // are no containers, none under the tag's key. @p marks_open: the MARKs the scan holds open around it (the
+  // entry's, and the list's when its items follow one), which count against the depth limit with the dict's.
+  bool scan_dropped_item(entry_scan& c, std::size_t marks_open);
 
   // A container given back leaves the memo: the entry at @p index that still holds @p r reads None from now
   // on, so that a later fetch cannot reach the container that takes its slot.
