@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""The repeats of several run_all.py commands as one benchmark: a table and, with --json, a file.
+
+    merge.py FILE_OR_DIR... [--json OUT] [--allow-commits]
+
+A benchmark of runs of minutes is too long for one command (or one machine's loan), so it is run as several,
+one repeat or one workload each (`run_all.py --first-repeat N`). This reads their torch-bench.json files (a
+folder stands for every torch-bench*.json in it) and summarizes each workload and allocator over every
+repeat found: the median and range of what was measured, and, against the other allocators, whether vram's
+device peak is at or below every other's and its time within native's spread.
+
+It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
+workload run for another time or count of steps, of the same repeat twice, or built from different commits
+(pass --allow-commits where those commits share the pool's code; the commits are listed in the output).
+"""
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ALLOCATORS = ("native", "expandable", "async", "vram")   # run_all.py's order, for the table
+MEASURES = ("steps", "wall_s", "step_ms_median", "nvml_peak_bytes", "allocator_peak_reserved_bytes",
+            "allocator_peak_allocated_bytes", "driver_calls")
+
+
+class MergeError(Exception):
+    pass
+
+
+def files_of(paths):
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.glob("torch-bench*.json"))
+            if not found:
+                raise MergeError(f"{p}: no torch-bench*.json in this folder")
+            out += found
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise MergeError(f"{p}: no such file or folder")
+    return out
+
+
+def load(path):
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise MergeError(f"{path}: not a torch-bench.json ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "settings" not in doc:
+        raise MergeError(f"{path}: not a torch-bench.json (no 'runs' and 'settings')")
+    return doc
+
+
+def gpu_model(doc):
+    return (doc.get("gpu") or "unknown").split(",")[0].strip()
+
+
+def length_of(doc, workload):
+    """How long a workload ran in this command: ('seconds', s) or ('steps', n)."""
+    s = doc["settings"]
+    if workload in (s.get("seconds") or {}):
+        return ("seconds", float(s["seconds"][workload]))
+    return ("steps", int((s.get("steps") or {}).get(workload, 0)))
+
+
+def summary(values):
+    values = [v for v in values if isinstance(v, (int, float))]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def merge(docs, allow_commits=False):
+    """docs: [(name, doc)]. Returns the merged summary as a dict; raises MergeError."""
+    models = sorted({gpu_model(d) for _, d in docs})
+    if len(models) > 1:
+        raise MergeError("runs from different GPU models cannot be put side by side: " + ", ".join(models) +
+                         " (merge each model's files on their own)")
+    commits = sorted({d.get("git_commit") or "unknown" for _, d in docs})
+    if len(commits) > 1 and not allow_commits:
+        raise MergeError("runs built from different commits: " + ", ".join(c[:12] for c in commits) +
+                         " (--allow-commits where they share the pool's code)")
+    cells, lengths, seen = {}, {}, {}
+    for name, doc in docs:
+        for run in doc["runs"]:
+            w, a, r = run.get("workload"), run.get("allocator"), run.get("repeat")
+            length = length_of(doc, w)
+            if lengths.setdefault(w, length) != length:
+                raise MergeError(f"{name}: {w} ran for {length[1]:g} {length[0]} here, "
+                                 f"{lengths[w][1]:g} {lengths[w][0]} elsewhere")
+            key = (w, a, r)
+            if key in seen:
+                raise MergeError(f"{name}: repeat {r} of {w} under {a} is also in {seen[key]}")
+            seen[key] = name
+            cells.setdefault((w, a), []).append(run)
+    out = {"gpu_model": models[0] if models else None, "commits": commits,
+           "files": [name for name, _ in docs], "workloads": {}}
+    def order(key):
+        w, a = key
+        return (w, ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)
+
+    for (w, a), runs in sorted(cells.items(), key=lambda item: order(item[0])):
+        good = [r["report"] for r in runs
+                if r.get("rc") == 0 and isinstance(r.get("report"), dict) and not r["report"].get("error")]
+        cell = {"repeats": sorted(r.get("repeat") for r in runs), "ok": len(good),
+                "failures": sum(g.get("failures") or 0 for g in good)}
+        for m in MEASURES:
+            cell[m] = summary(g.get(m) for g in good)
+        out["workloads"].setdefault(w, {"length": list(lengths[w]), "allocators": {}})["allocators"][a] = cell
+    for w, entry in out["workloads"].items():
+        entry["vram"] = verdict(entry["allocators"], entry["length"][0])
+    return out
+
+
+def verdict(cells, mode):
+    """vram against the others: device peak (medians) and time against native's range."""
+    vram, native = cells.get("vram"), cells.get("native")
+    if not vram or not vram["nvml_peak_bytes"]:
+        return None
+    others = {a: c["nvml_peak_bytes"]["median"] for a, c in cells.items() if a != "vram" and c["nvml_peak_bytes"]}
+    v = {"nvml_peak_median": vram["nvml_peak_bytes"]["median"]}
+    if others:
+        lowest = min(others, key=others.get)
+        v["lowest_other"] = lowest
+        v["nvml_peak_minus_lowest_other"] = v["nvml_peak_median"] - others[lowest]
+        v["nvml_peak_at_or_below_every_other"] = v["nvml_peak_median"] <= others[lowest]
+    # Timed runs compare the steps done in the time (more is faster); counted runs the wall time.
+    measure = "steps" if mode == "seconds" else "wall_s"
+    if native and native[measure] and vram[measure]:
+        n, m = native[measure], vram[measure]["median"]
+        v["time_measure"] = measure
+        v["vs_native"] = m / n["median"] if n["median"] else None
+        # One run of native has no spread to be within.
+        v["within_native_range"] = n["min"] <= m <= n["max"] if n["n"] >= 2 else None
+        v["at_least_as_fast_as_native"] = m >= n["median"] if measure == "steps" else m <= n["median"]
+    return v
+
+
+def fmt_range(s, scale=1.0, spec=",.0f"):
+    if s is None:
+        return "-"
+    if s["n"] == 1:
+        return format(s["median"] / scale, spec)
+    return f"{format(s['median'] / scale, spec)} [{format(s['min'] / scale, spec)}-{format(s['max'] / scale, spec)}]"
+
+
+def table(merged):
+    lines = [f"gpu: {merged['gpu_model']}; commits: {', '.join(c[:12] for c in merged['commits'])}; "
+             f"{len(merged['files'])} files"]
+    head = (f"{'workload/allocator':28} {'repeats':>9} {'steps or wall s':>26} {'step ms':>22} "
+            f"{'NVML peak MiB':>26} {'peak reserved MiB':>26} {'driver calls':>20} {'fails':>5}")
+    lines.append(head)
+    for w, entry in merged["workloads"].items():
+        mode = entry["length"][0]
+        for a, c in entry["allocators"].items():
+            time_cell = fmt_range(c["steps"]) if mode == "seconds" else fmt_range(c["wall_s"], spec=",.2f")
+            lines.append(
+                f"{w + '/' + a:28} {','.join(map(str, c['repeats'])):>9} {time_cell:>26} "
+                f"{fmt_range(c['step_ms_median'], spec='.2f'):>22} {fmt_range(c['nvml_peak_bytes'], 2**20):>26} "
+                f"{fmt_range(c['allocator_peak_reserved_bytes'], 2**20):>26} {fmt_range(c['driver_calls']):>20} "
+                f"{c['failures']:>5}")
+        v = entry.get("vram")
+        if v:
+            words = []
+            if "nvml_peak_at_or_below_every_other" in v:
+                diff = v["nvml_peak_minus_lowest_other"]
+                where = "at or below every other's" if diff <= 0 else f"above {v['lowest_other']}'s"
+                words.append(f"device peak {where} ({diff:+,.0f} bytes against {v['lowest_other']}'s)")
+            if "vs_native" in v and v["vs_native"] is not None:
+                what = "steps" if v["time_measure"] == "steps" else "wall time"
+                where = {True: "within native's range", False: "outside native's range",
+                         None: "one run of native, no range"}[v["within_native_range"]]
+                words.append(f"{what} {v['vs_native']:.3f}x native's median, {where}")
+            lines.append(f"  vram on {w}: " + "; ".join(words))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs", nargs="+", help="torch-bench.json files or folders holding torch-bench*.json")
+    ap.add_argument("--json", help="write the merged summary here")
+    ap.add_argument("--allow-commits", action="store_true",
+                    help="merge runs built from different commits (that share the pool's code)")
+    args = ap.parse_args(argv)
+    try:
+        docs = [(str(p), load(p)) for p in files_of(args.inputs)]
+        merged = merge(docs, args.allow_commits)
+    except MergeError as e:
+        print(f"merge.py: {e}", file=sys.stderr)
+        return 2
+    print(table(merged))
+    if args.json:
+        Path(args.json).write_text(json.dumps(merged, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""bench/torch/merge.py on hand-made torch-bench.json files: the figures it merges, what it says of vram
+against the others, and the files it refuses to put side by side."""
+import contextlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "torch"))
+import merge  # noqa: E402
+
+GPU = "NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB"
+
+
+def run(workload, allocator, repeat, *, steps=None, wall_s=100.0, nvml=None, reserved=None, driver_calls=None,
+        failures=0, rc=0):
+    return {"repeat": repeat, "workload": workload, "allocator": allocator, "rc": rc,
+            "report": {"steps": steps, "wall_s": wall_s, "step_ms_median": None if steps is None else 100e3 / steps,
+                       "nvml_peak_bytes": nvml, "allocator_peak_reserved_bytes": reserved,
+                       "allocator_peak_allocated_bytes": None, "driver_calls": driver_calls,
+                       "failures": failures, "error": None}}
+
+
+def doc(runs, *, gpu=GPU, commit="a" * 40, seconds=None, steps=None):
+    return {"gpu": gpu, "git_commit": commit, "runs": runs,
+            "settings": {"seconds": seconds or {}, "steps": steps or {}}}
+
+
+class Merge(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="merge_test-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def write(self, name, content):
+        path = self.dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content))
+        return str(path)
+
+    def main(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = merge.main(list(args))
+        return rc, out.getvalue(), err.getvalue()
+
+    def serving(self, repeat, native_steps, vram_steps, expandable_nvml, vram_nvml, commit="a" * 40, gpu=GPU):
+        return doc([run("serving", "native", repeat, steps=native_steps, nvml=1000, driver_calls=30),
+                    run("serving", "expandable", repeat, steps=native_steps, nvml=expandable_nvml),
+                    run("serving", "vram", repeat, steps=vram_steps, nvml=vram_nvml, reserved=400,
+                        driver_calls=2800 + repeat)],
+                   seconds={"serving": 100.0}, commit=commit, gpu=gpu)
+
+    def test_two_repeats_of_a_timed_workload_from_two_files(self):
+        a = self.write("r1/torch-bench.json", self.serving(1, 100, 110, 500, 505))
+        b = self.write("r2/torch-bench-serving-r2.json", self.serving(2, 120, 130, 520, 509))
+        out_json = str(self.dir / "merged.json")
+        rc, out, err = self.main(str(Path(a).parent), b, "--json", out_json)
+        self.assertEqual((rc, err), (0, ""))
+        merged = json.loads(Path(out_json).read_text())
+        cells = merged["workloads"]["serving"]["allocators"]
+        self.assertEqual(list(cells), ["native", "expandable", "vram"])   # run_all.py's order
+        self.assertEqual(cells["vram"]["repeats"], [1, 2])
+        self.assertEqual(cells["vram"]["steps"], {"median": 120, "min": 110, "max": 130, "n": 2})
+        self.assertEqual(cells["vram"]["driver_calls"]["median"], 2801.5)
+        self.assertEqual(cells["native"]["step_ms_median"]["median"], (1000 + 100e3 / 120) / 2)
+        v = merged["workloads"]["serving"]["vram"]
+        # vram's median device peak 507 against expandable's 510 (native's 1000): 3 bytes under the lowest.
+        self.assertEqual(v["nvml_peak_median"], 507)
+        self.assertEqual((v["lowest_other"], v["nvml_peak_minus_lowest_other"]), ("expandable", -3))
+        self.assertTrue(v["nvml_peak_at_or_below_every_other"])
+        # Steps in the time: vram's median 120 against native's 110, within native's 100-120.
+        self.assertEqual(v["time_measure"], "steps")
+        self.assertAlmostEqual(v["vs_native"], 120 / 110)
+        self.assertIs(v["within_native_range"], True)
+        self.assertIn("serving/vram                       1,2", out)
+        self.assertIn("device peak at or below every other's (-3 bytes against expandable's); steps 1.091x "
+                      "native's median, within native's range", out)
+        self.assertIn("110 [100-120]", out)
+
+    def test_vram_above_another_and_outside_natives_range(self):
+        a = self.write("a.json", self.serving(1, 100, 90, 500, 600))
+        b = self.write("b.json", self.serving(2, 104, 95, 500, 600))
+        rc, out, _ = self.main(a, b)
+        self.assertEqual(rc, 0)
+        self.assertIn("device peak above expandable's (+100 bytes against expandable's)", out)
+        self.assertIn("steps 0.907x native's median, outside native's range", out)
+
+    def test_counted_steps_compare_wall_time_and_one_run_of_native_has_no_range(self):
+        runs = [run("cnn_train", "native", 1, wall_s=10.0, nvml=300),
+                run("cnn_train", "vram", 1, wall_s=9.5, nvml=300)]
+        a = self.write("a.json", doc(runs, steps={"cnn_train": 30}))
+        rc, out, _ = self.main(a, "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        v = json.loads((self.dir / "m.json").read_text())["workloads"]["cnn_train"]["vram"]
+        self.assertEqual((v["time_measure"], v["vs_native"], v["within_native_range"]), ("wall_s", 0.95, None))
+        self.assertTrue(v["at_least_as_fast_as_native"])
+        self.assertTrue(v["nvml_peak_at_or_below_every_other"])   # equal counts as at
+        self.assertIn("wall time 0.950x native's median, one run of native, no range", out)
+
+    def test_a_failed_run_is_a_repeat_but_not_a_figure(self):
+        runs = [run("serving", "vram", 1, steps=100, nvml=10, failures=2),
+                run("serving", "vram", 2, steps=None, nvml=None, rc=1)]
+        a = self.write("a.json", doc(runs, seconds={"serving": 100.0}))
+        rc, _, _ = self.main(a, "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        cell = json.loads((self.dir / "m.json").read_text())["workloads"]["serving"]["allocators"]["vram"]
+        self.assertEqual((cell["repeats"], cell["ok"], cell["failures"]), ([1, 2], 1, 2))
+        self.assertEqual(cell["steps"], {"median": 100, "min": 100, "max": 100, "n": 1})
+
+    def test_files_that_cannot_be_put_side_by_side_are_refused(self):
+        base = self.write("base.json", self.serving(1, 100, 110, 500, 505))
+        cases = {
+            "another GPU": (self.serving(2, 1, 1, 1, 1, gpu="NVIDIA H200, 580.159.04, 143771 MiB"),
+                            "different GPU models cannot be put side by side: NVIDIA H100 80GB HBM3, NVIDIA H200"),
+            "another commit": (self.serving(2, 1, 1, 1, 1, commit="b" * 40),
+                               "different commits: aaaaaaaaaaaa, bbbbbbbbbbbb (--allow-commits"),
+            "the same repeat": (self.serving(1, 1, 1, 1, 1), "repeat 1 of serving under native is also in"),
+            "another length": (doc([run("serving", "native", 2, steps=1)], seconds={"serving": 60.0}),
+                               "serving ran for 60 seconds here, 100 seconds elsewhere"),
+            "not a benchmark": ({"runs": 3}, "not a torch-bench.json (no 'runs' and 'settings')"),
+        }
+        for what, (content, message) in cases.items():
+            with self.subTest(what):
+                other = self.write(f"{what}.json", content)
+                rc, out, err = self.main(base, other)
+                self.assertEqual((rc, out), (2, ""))
+                self.assertIn(message, err)
+        (self.dir / "empty").mkdir()
+        for path, message in ((self.dir / "empty", "no torch-bench*.json in this folder"),
+                              (self.dir / "nothing.json", "no such file or folder")):
+            rc, _, err = self.main(str(path))
+            self.assertEqual(rc, 2)
+            self.assertIn(message, err)
+        (self.dir / "bad.json").write_text("{not json")
+        rc, _, err = self.main(str(self.dir / "bad.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("bad.json: not a torch-bench.json (", err)
+
+    def test_commits_that_share_the_pool_are_merged_when_allowed(self):
+        a = self.write("a.json", self.serving(1, 100, 110, 500, 505))
+        b = self.write("b.json", self.serving(2, 120, 130, 520, 509, commit="b" * 40))
+        rc, out, _ = self.main(a, b, "--allow-commits")
+        self.assertEqual(rc, 0)
+        self.assertIn("commits: aaaaaaaaaaaa, bbbbbbbbbbbb; 2 files", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
