@@ -18,7 +18,7 @@
 // | holes_below_peak  | VRAM_HOLES_BELOW_PEAK    | 1       | growth that keeps the bytes in use at or below    |
 // |                   |                          |         | their peak may fill holes between mapped ranges   |
 // |                   |                          |         | (0: only when lean or tight)                      |
-// | aliasing          | VRAM_ALIASING            | 1       | on a full device, map a handle again elsewhere to |
+// | aliasing          | VRAM_ALIASING            | 1       | on a tight device, map a handle again elsewhere to|
 // |                   |                          |         | use the free memory at its ends (0: off)          |
 // | reserve_ratio     | VRAM_RESERVE_RATIO       | 1.12    | reserved memory to keep under, as a multiple of   |
 // |                   |                          |         | the peak bytes in use: nearing it, growth fills   |
