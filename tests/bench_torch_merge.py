@@ -89,7 +89,7 @@ class Merge(unittest.TestCase):
         rc, out, _ = self.main(a, b)
         self.assertEqual(rc, 0)
         self.assertIn("device peak above expandable's (+100 bytes against expandable's)", out)
-        self.assertIn("steps 0.907x native's median, outside native's range", out)
+        self.assertIn("steps 0.907x native's median, outside native's range (slower)", out)
 
     def test_counted_steps_compare_wall_time_and_one_run_of_native_has_no_range(self):
         runs = [run("cnn_train", "native", 1, wall_s=10.0, nvml=300),
@@ -102,6 +102,14 @@ class Merge(unittest.TestCase):
         self.assertTrue(v["at_least_as_fast_as_native"])
         self.assertTrue(v["nvml_peak_at_or_below_every_other"])   # equal counts as at
         self.assertIn("wall time 0.950x native's median, one run of native, no range", out)
+
+    def test_a_wall_time_under_natives_fastest_is_outside_its_range_on_the_fast_side(self):
+        runs = [run("cnn_train", "native", r, wall_s=w, nvml=300) for r, w in ((1, 10.0), (2, 12.0))]
+        runs += [run("cnn_train", "vram", r, wall_s=9.0, nvml=300) for r in (1, 2)]
+        rc, out, _ = self.main(self.write("a.json", doc(runs, steps={"cnn_train": 30})))
+        self.assertEqual(rc, 0)
+        # vram's median 9.0 s against native's 11.0 s (10-12): 0.818x, below native's fastest.
+        self.assertIn("wall time 0.818x native's median, outside native's range (faster)", out)
 
     def test_a_failed_run_is_a_repeat_but_not_a_figure(self):
         runs = [run("serving", "vram", 1, steps=100, nvml=10, failures=2),

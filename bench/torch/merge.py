@@ -170,7 +170,8 @@ def table(merged):
                 words.append(f"device peak {where} ({diff:+,.0f} bytes against {v['lowest_other']}'s)")
             if "vs_native" in v and v["vs_native"] is not None:
                 what = "steps" if v["time_measure"] == "steps" else "wall time"
-                where = {True: "within native's range", False: "outside native's range",
+                side = "faster" if v["at_least_as_fast_as_native"] else "slower"
+                where = {True: "within native's range", False: f"outside native's range ({side})",
                          None: "one run of native, no range"}[v["within_native_range"]]
                 words.append(f"{what} {v['vs_native']:.3f}x native's median, {where}")
             lines.append(f"  vram on {w}: " + "; ".join(words))
