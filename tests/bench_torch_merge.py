@@ -25,9 +25,15 @@ def run(workload, allocator, repeat, *, steps=None, wall_s=100.0, nvml=None, res
                        "failures": failures, "error": None}}
 
 
-def doc(runs, *, gpu=GPU, commit="a" * 40, seconds=None, steps=None):
-    return {"gpu": gpu, "git_commit": commit, "runs": runs,
+def doc(runs, *, gpu=GPU, commit="a" * 40, seconds=None, steps=None, costs=None):
+    return {"gpu": gpu, "git_commit": commit, "runs": runs, "tensor_cost": costs or [],
             "settings": {"seconds": seconds or {}, "steps": steps or {}}}
+
+
+def cost(allocator, repeat, ns_4k, ns_1m, ns_64m, cpu, rc=0):
+    return {"repeat": repeat, "allocator": allocator, "rc": rc,
+            "report": {"sizes": {"4KiB": {"median_ns": ns_4k}, "1MiB": {"median_ns": ns_1m},
+                                 "64MiB": {"median_ns": ns_64m}}, "cpu_4KiB_ns": cpu, "error": None}}
 
 
 class Merge(unittest.TestCase):
@@ -110,6 +116,28 @@ class Merge(unittest.TestCase):
         self.assertEqual(rc, 0)
         # vram's median 9.0 s against native's 11.0 s (10-12): 0.818x, below native's fastest.
         self.assertIn("wall time 0.818x native's median, outside native's range (faster)", out)
+
+    def test_the_per_tensor_cost_over_the_repeats(self):
+        a = self.write("a.json", doc([], costs=[cost("vram", 1, 1600, 1650, 1700, 1200),
+                                               cost("native", 1, 1900, 1950, 2000, 1210)]))
+        b = self.write("b.json", doc([], costs=[cost("native", 2, 1850, 1900, 2100, 1190),
+                                               cost("vram", 2, 1620, 1610, 1500, 1250),
+                                               cost("vram", 3, 1700, 1630, 1640, 1240),
+                                               cost("async", 3, 0, 0, 0, 0, rc=1)]))
+        rc, out, _ = self.main(a, b, "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        t = json.loads((self.dir / "m.json").read_text())["tensor_cost"]
+        self.assertEqual(list(t), ["native", "async", "vram"])
+        self.assertEqual((t["vram"]["repeats"], t["vram"]["ok"]), ([1, 2, 3], 3))
+        self.assertEqual(t["vram"]["4KiB"], {"median": 1620, "min": 1600, "max": 1700, "n": 3})
+        self.assertEqual(t["vram"]["64MiB"], {"median": 1640, "min": 1500, "max": 1700, "n": 3})
+        self.assertEqual(t["native"]["1MiB"], {"median": 1925.0, "min": 1900, "max": 1950, "n": 2})
+        self.assertEqual((t["async"]["ok"], t["async"]["4KiB"]), (0, None))   # the failed run is no figure
+        self.assertIn("1,620 [1,600-1,700]", out)
+        dup = self.write("dup.json", doc([], costs=[cost("vram", 2, 1, 1, 1, 1)]))
+        rc, _, err = self.main(a, b, dup)
+        self.assertEqual(rc, 2)
+        self.assertIn("repeat 2 of the per-tensor cost under vram is also in", err)
 
     def test_a_failed_run_is_a_repeat_but_not_a_figure(self):
         runs = [run("serving", "vram", 1, steps=100, nvml=10, failures=2),

@@ -7,7 +7,8 @@ A benchmark of runs of minutes is too long for one command (or one machine's loa
 one repeat or one workload each (`run_all.py --first-repeat N`). This reads their torch-bench.json files (a
 folder stands for every torch-bench*.json in it) and summarizes each workload and allocator over every
 repeat found: the median and range of what was measured, and, against the other allocators, whether vram's
-device peak is at or below every other's and its time within native's spread.
+device peak is at or below every other's and its time within native's spread; and the per-tensor cost of
+each allocator (tensor_cost.py's median at each size) over every run of it.
 
 It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
 workload run for another time or count of steps, of the same repeat twice, or built from different commits
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 ALLOCATORS = ("native", "expandable", "async", "vram")   # run_all.py's order, for the table
+COST_SIZES = ("4KiB", "1MiB", "64MiB")                   # tensor_cost.py's sizes
 MEASURES = ("steps", "wall_s", "step_ms_median", "nvml_peak_bytes", "allocator_peak_reserved_bytes",
             "allocator_peak_allocated_bytes", "driver_calls")
 
@@ -97,6 +99,15 @@ def merge(docs, allow_commits=False):
             cells.setdefault((w, a), []).append(run)
     out = {"gpu_model": models[0] if models else None, "commits": commits,
            "files": [name for name, _ in docs], "workloads": {}}
+    costs, seen_costs = {}, {}
+    for name, doc in docs:
+        for run in doc.get("tensor_cost") or []:
+            a, r = run.get("allocator"), run.get("repeat")
+            if (a, r) in seen_costs:
+                raise MergeError(f"{name}: repeat {r} of the per-tensor cost under {a} is also in {seen_costs[(a, r)]}")
+            seen_costs[(a, r)] = name
+            costs.setdefault(a, []).append(run)
+
     def order(key):
         w, a = key
         return (w, ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)
@@ -111,6 +122,16 @@ def merge(docs, allow_commits=False):
         out["workloads"].setdefault(w, {"length": list(lengths[w]), "allocators": {}})["allocators"][a] = cell
     for w, entry in out["workloads"].items():
         entry["vram"] = verdict(entry["allocators"], entry["length"][0])
+    # The per-tensor cost: each run's median at each size, summed up over the runs.
+    out["tensor_cost"] = {}
+    for a in sorted(costs, key=lambda a: (ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)):
+        good = [r["report"] for r in costs[a]
+                if r.get("rc") == 0 and isinstance(r.get("report"), dict) and not r["report"].get("error")]
+        cell = {"repeats": sorted(r.get("repeat") for r in costs[a]), "ok": len(good)}
+        for label in COST_SIZES:
+            cell[label] = summary(((g.get("sizes") or {}).get(label) or {}).get("median_ns") for g in good)
+        cell["cpu_4KiB_ns"] = summary(g.get("cpu_4KiB_ns") for g in good)
+        out["tensor_cost"][a] = cell
     return out
 
 
@@ -175,6 +196,13 @@ def table(merged):
                          None: "one run of native, no range"}[v["within_native_range"]]
                 words.append(f"{what} {v['vs_native']:.3f}x native's median, {where}")
             lines.append(f"  vram on {w}: " + "; ".join(words))
+    if merged["tensor_cost"]:
+        lines.append("")
+        lines.append(f"{'torch.empty + del, ns':22} {'repeats':>9} " +
+                     " ".join(f"{k:>22}" for k in COST_SIZES + ('CPU tensor 4KiB',)))
+        for a, c in merged["tensor_cost"].items():
+            lines.append(f"{a:22} {','.join(map(str, c['repeats'])):>9} " +
+                         " ".join(f"{fmt_range(c[k]):>22}" for k in COST_SIZES + ("cpu_4KiB_ns",)))
     return "\n".join(lines)
 
 
