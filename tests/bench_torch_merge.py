@@ -25,9 +25,10 @@ def run(workload, allocator, repeat, *, steps=None, wall_s=100.0, nvml=None, res
                        "failures": failures, "error": None}}
 
 
-def doc(runs, *, gpu=GPU, commit="a" * 40, seconds=None, steps=None, costs=None):
-    return {"gpu": gpu, "git_commit": commit, "runs": runs, "tensor_cost": costs or [],
-            "settings": {"seconds": seconds or {}, "steps": steps or {}}}
+def doc(runs, *, gpu=GPU, commit="a" * 40, seconds=None, steps=None, costs=None, opts=None, seed=0):
+    return {"gpu": gpu, "git_commit": commit, "libvram": {"sha256": commit[:4] + "-lib"}, "runs": runs,
+            "tensor_cost": costs or [],
+            "settings": {"seconds": seconds or {}, "steps": steps or {}, "opts": opts or [], "seed": seed}}
 
 
 def cost(allocator, repeat, ns_4k, ns_1m, ns_64m, cpu, rc=0):
@@ -140,14 +141,40 @@ class Merge(unittest.TestCase):
         self.assertIn("repeat 2 of the per-tensor cost under vram is also in", err)
 
     def test_a_failed_run_is_a_repeat_but_not_a_figure(self):
+        # Runs 2-4 failed in three ways, each with figures that would move the medians if they counted.
+        errored = run("serving", "vram", 3, steps=900, nvml=900, failures=5)
+        errored["report"]["error"] = "CUDA error: out of memory"
+        no_report = run("serving", "vram", 4, rc=0)
+        no_report["report"] = None
         runs = [run("serving", "vram", 1, steps=100, nvml=10, failures=2),
-                run("serving", "vram", 2, steps=None, nvml=None, rc=1)]
-        a = self.write("a.json", doc(runs, seconds={"serving": 100.0}))
-        rc, _, _ = self.main(a, "--json", str(self.dir / "m.json"))
+                run("serving", "vram", 2, steps=700, nvml=700, failures=3, rc=1), errored, no_report]
+        bad_cost = cost("vram", 2, 9000, 9000, 9000, 9000)
+        bad_cost["report"]["error"] = "no GPU"
+        a = self.write("a.json", doc(runs, seconds={"serving": 100.0},
+                                     costs=[cost("vram", 1, 1600, 1600, 1600, 1200), bad_cost]))
+        rc, out, _ = self.main(a, "--json", str(self.dir / "m.json"))
         self.assertEqual(rc, 0)
-        cell = json.loads((self.dir / "m.json").read_text())["workloads"]["serving"]["allocators"]["vram"]
-        self.assertEqual((cell["repeats"], cell["ok"], cell["failures"]), ([1, 2], 1, 2))
+        merged = json.loads((self.dir / "m.json").read_text())
+        cell = merged["workloads"]["serving"]["allocators"]["vram"]
+        self.assertEqual((cell["repeats"], cell["repeats_ok"], cell["ok"], cell["failures"]), ([1, 2, 3, 4], [1], 1, 2))
         self.assertEqual(cell["steps"], {"median": 100, "min": 100, "max": 100, "n": 1})
+        self.assertEqual(cell["nvml_peak_bytes"]["max"], 10)
+        self.assertRegex(out, r"\nserving/vram +1,2x,3x,4x +100 ")
+        self.assertEqual(merged["tensor_cost"]["vram"]["4KiB"], {"median": 1600, "min": 1600, "max": 1600, "n": 1})
+        self.assertRegex(out, r"\nvram +1,2x +1,600 ")
+
+    def test_equal_steps_are_as_fast_and_other_repeats_are_said(self):
+        runs = [run("serving", "native", r, steps=100, nvml=50) for r in (1, 2, 3)]
+        runs += [run("serving", "vram", r, steps=100, nvml=50) for r in (1, 2)]
+        rc, out, _ = self.main(self.write("a.json", doc(runs, seconds={"serving": 100.0})),
+                               "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        v = json.loads((self.dir / "m.json").read_text())["workloads"]["serving"]["vram"]
+        self.assertEqual((v["vs_native"], v["at_least_as_fast_as_native"], v["same_repeats_as_native"]),
+                         (1.0, True, False))
+        self.assertIn("vram on serving (100 seconds a run): device peak at or below every other's (+0 bytes against "
+                      "native's); steps 1.000x native's median, within native's range; over other repeats than "
+                      "native's", out)
 
     def test_files_that_cannot_be_put_side_by_side_are_refused(self):
         base = self.write("base.json", self.serving(1, 100, 110, 500, 505))
@@ -160,6 +187,22 @@ class Merge(unittest.TestCase):
             "another length": (doc([run("serving", "native", 2, steps=1)], seconds={"serving": 60.0}),
                                "serving ran for 60 seconds here, 100 seconds elsewhere"),
             "not a benchmark": ({"runs": 3}, "not a torch-bench.json (no 'runs' and 'settings')"),
+            "other model sizes": (doc([run("serving", "native", 2, steps=1)], seconds={"serving": 100.0},
+                                      opts=["serving:max_batch=32"]),
+                                  "run with --opt ['serving:max_batch=32'] and --seed 0, "),
+            "another seed": (doc([run("serving", "native", 2, steps=1)], seconds={"serving": 100.0}, seed=7),
+                             "run with --opt [] and --seed 7"),
+            "a run without a workload": (doc([{"repeat": 2, "allocator": "vram", "rc": 0, "report": {}}]),
+                                         "entry 0 of its runs names no allocator, repeat or workload"),
+            "a null run": (doc([None]), "entry 0 of its runs names no allocator, repeat or workload"),
+            "a report that is a string": (doc([{"repeat": 2, "workload": "serving", "allocator": "vram",
+                                                "report": "oops"}]),
+                                          "entry 0 of its runs has a report that is not an object"),
+            "a length that is no number": (doc([], seconds={"serving": "100s"}),
+                                           "settings.seconds is not a table of positive numbers"),
+            "null settings": ({"runs": [], "settings": None}, "not a torch-bench.json"),
+            "a merged summary": ({"workloads": {}, "gpu_model": "x"},
+                                 "a summary merge.py wrote, not a torch-bench.json of run_all.py"),
         }
         for what, (content, message) in cases.items():
             with self.subTest(what):
@@ -173,6 +216,9 @@ class Merge(unittest.TestCase):
             rc, _, err = self.main(str(path))
             self.assertEqual(rc, 2)
             self.assertIn(message, err)
+        rc, _, err = self.main(base, "--json", str(self.dir / "no" / "such" / "m.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("--json", err)
         (self.dir / "bad.json").write_text("{not json")
         rc, _, err = self.main(str(self.dir / "bad.json"))
         self.assertEqual(rc, 2)
@@ -183,7 +229,7 @@ class Merge(unittest.TestCase):
         b = self.write("b.json", self.serving(2, 120, 130, 520, 509, commit="b" * 40))
         rc, out, _ = self.main(a, b, "--allow-commits")
         self.assertEqual(rc, 0)
-        self.assertIn("commits: aaaaaaaaaaaa, bbbbbbbbbbbb; 2 files", out)
+        self.assertIn("commits: aaaaaaaaaaaa, bbbbbbbbbbbb; libvram sha256: aaaa-lib, bbbb-lib; 2 files", out)
 
 
 if __name__ == "__main__":

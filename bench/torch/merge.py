@@ -11,8 +11,10 @@ device peak is at or below every other's and its time within native's spread; an
 each allocator (tensor_cost.py's median at each size) over every run of it.
 
 It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
-workload run for another time or count of steps, of the same repeat twice, or built from different commits
-(pass --allow-commits where those commits share the pool's code; the commits are listed in the output).
+workload run for another time or count of steps, with other model sizes (--opt) or seed, of the same repeat
+twice, or built from different commits (pass --allow-commits where those commits share the pool's code; the
+commits and the libraries' hashes are listed in the output). A run that failed is listed with its repeat
+marked x and counts in no figure.
 """
 import argparse
 import json
@@ -46,13 +48,46 @@ def files_of(paths):
 
 
 def load(path):
+    """A torch-bench.json, its shape checked so that what follows can rely on it."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise MergeError(f"{path}: not a torch-bench.json ({e})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "settings" not in doc:
+    if isinstance(doc, dict) and "workloads" in doc and "runs" not in doc:
+        raise MergeError(f"{path}: a summary merge.py wrote, not a torch-bench.json of run_all.py")
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not isinstance(doc.get("settings"), dict):
         raise MergeError(f"{path}: not a torch-bench.json (no 'runs' and 'settings')")
+    settings = doc["settings"]
+    for key in ("seconds", "steps"):
+        table = settings.get(key) or {}
+        if not isinstance(table, dict) or not all(number(v) and v > 0 for v in table.values()):
+            raise MergeError(f"{path}: settings.{key} is not a table of positive numbers")
+    costs = doc.get("tensor_cost") or []
+    if not isinstance(costs, list):
+        raise MergeError(f"{path}: its tensor_cost is not a list")
+    for what, entries in (("runs", doc["runs"]), ("tensor_cost", costs)):
+        for i, run in enumerate(entries):
+            if not (isinstance(run, dict) and isinstance(run.get("allocator"), str) and number(run.get("repeat"))
+                    and (what == "tensor_cost" or isinstance(run.get("workload"), str))):
+                raise MergeError(f"{path}: entry {i} of its {what} names no allocator, repeat or workload")
+            if run.get("report") is not None and not isinstance(run["report"], dict):
+                raise MergeError(f"{path}: entry {i} of its {what} has a report that is not an object")
     return doc
+
+
+def size_median(report, label):
+    sizes = report.get("sizes")
+    entry = sizes.get(label) if isinstance(sizes, dict) else None
+    return entry.get("median_ns") if isinstance(entry, dict) else None
+
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def counts(run):
+    """Whether a run's figures count: it exited 0 with a report and no error."""
+    return run.get("rc") == 0 and isinstance(run.get("report"), dict) and not run["report"].get("error")
 
 
 def gpu_model(doc):
@@ -68,7 +103,7 @@ def length_of(doc, workload):
 
 
 def summary(values):
-    values = [v for v in values if isinstance(v, (int, float))]
+    values = [v for v in values if number(v)]
     if not values:
         return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
@@ -84,6 +119,17 @@ def merge(docs, allow_commits=False):
     if len(commits) > 1 and not allow_commits:
         raise MergeError("runs built from different commits: " + ", ".join(c[:12] for c in commits) +
                          " (--allow-commits where they share the pool's code)")
+    # Model sizes (--opt) and the seed change what is measured: runs made with others are another benchmark.
+    first_shape = None
+    for name, doc in docs:
+        opts = doc["settings"].get("opts") or []
+        shape = (sorted(map(str, opts if isinstance(opts, list) else [opts])), doc["settings"].get("seed", 0))
+        if first_shape is None:
+            first_shape = (shape, name)
+        elif shape != first_shape[0]:
+            raise MergeError(f"{name}: run with --opt {shape[0]} and --seed {shape[1]}, {first_shape[1]} with "
+                             f"--opt {first_shape[0][0]} and --seed {first_shape[0][1]}")
+    libraries = sorted({str((d.get("libvram") or {}).get("sha256")) for _, d in docs})
     cells, lengths, seen = {}, {}, {}
     for name, doc in docs:
         for run in doc["runs"]:
@@ -97,7 +143,7 @@ def merge(docs, allow_commits=False):
                 raise MergeError(f"{name}: repeat {r} of {w} under {a} is also in {seen[key]}")
             seen[key] = name
             cells.setdefault((w, a), []).append(run)
-    out = {"gpu_model": models[0] if models else None, "commits": commits,
+    out = {"gpu_model": models[0] if models else None, "commits": commits, "libraries": libraries,
            "files": [name for name, _ in docs], "workloads": {}}
     costs, seen_costs = {}, {}
     for name, doc in docs:
@@ -113,10 +159,10 @@ def merge(docs, allow_commits=False):
         return (w, ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)
 
     for (w, a), runs in sorted(cells.items(), key=lambda item: order(item[0])):
-        good = [r["report"] for r in runs
-                if r.get("rc") == 0 and isinstance(r.get("report"), dict) and not r["report"].get("error")]
-        cell = {"repeats": sorted(r.get("repeat") for r in runs), "ok": len(good),
-                "failures": sum(g.get("failures") or 0 for g in good)}
+        good = [r["report"] for r in runs if counts(r)]
+        cell = {"repeats": sorted(r["repeat"] for r in runs),
+                "repeats_ok": sorted(r["repeat"] for r in runs if counts(r)), "ok": len(good),
+                "failures": sum(g["failures"] for g in good if number(g.get("failures")))}
         for m in MEASURES:
             cell[m] = summary(g.get(m) for g in good)
         out["workloads"].setdefault(w, {"length": list(lengths[w]), "allocators": {}})["allocators"][a] = cell
@@ -125,11 +171,11 @@ def merge(docs, allow_commits=False):
     # The per-tensor cost: each run's median at each size, summed up over the runs.
     out["tensor_cost"] = {}
     for a in sorted(costs, key=lambda a: (ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)):
-        good = [r["report"] for r in costs[a]
-                if r.get("rc") == 0 and isinstance(r.get("report"), dict) and not r["report"].get("error")]
-        cell = {"repeats": sorted(r.get("repeat") for r in costs[a]), "ok": len(good)}
+        good = [r["report"] for r in costs[a] if counts(r)]
+        cell = {"repeats": sorted(r["repeat"] for r in costs[a]),
+                "repeats_ok": sorted(r["repeat"] for r in costs[a] if counts(r)), "ok": len(good)}
         for label in COST_SIZES:
-            cell[label] = summary(((g.get("sizes") or {}).get(label) or {}).get("median_ns") for g in good)
+            cell[label] = summary(size_median(g, label) for g in good)
         cell["cpu_4KiB_ns"] = summary(g.get("cpu_4KiB_ns") for g in good)
         out["tensor_cost"][a] = cell
     return out
@@ -156,6 +202,8 @@ def verdict(cells, mode):
         # One run of native has no spread to be within.
         v["within_native_range"] = n["min"] <= m <= n["max"] if n["n"] >= 2 else None
         v["at_least_as_fast_as_native"] = m >= n["median"] if measure == "steps" else m <= n["median"]
+        # Where the time budget skipped runs, the two medians are over different repeats: say so.
+        v["same_repeats_as_native"] = vram["repeats_ok"] == native["repeats_ok"]
     return v
 
 
@@ -167,9 +215,18 @@ def fmt_range(s, scale=1.0, spec=",.0f"):
     return f"{format(s['median'] / scale, spec)} [{format(s['min'] / scale, spec)}-{format(s['max'] / scale, spec)}]"
 
 
+def repeats_text(cell):
+    """The repeats, those whose run does not count marked with an x."""
+    return ",".join(f"{r}" if r in cell["repeats_ok"] else f"{r}x" for r in cell["repeats"])
+
+
 def table(merged):
     lines = [f"gpu: {merged['gpu_model']}; commits: {', '.join(c[:12] for c in merged['commits'])}; "
-             f"{len(merged['files'])} files"]
+             f"libvram sha256: {', '.join(merged['libraries'])}; {len(merged['files'])} files"]
+    if not merged["workloads"] and not merged["tensor_cost"]:
+        lines.append("no runs in these files")
+        return "\n".join(lines)
+    lines.append("(a repeat marked x failed: it is listed, not counted)")
     head = (f"{'workload/allocator':28} {'repeats':>9} {'steps or wall s':>26} {'step ms':>22} "
             f"{'NVML peak MiB':>26} {'peak reserved MiB':>26} {'driver calls':>20} {'fails':>5}")
     lines.append(head)
@@ -178,7 +235,7 @@ def table(merged):
         for a, c in entry["allocators"].items():
             time_cell = fmt_range(c["steps"]) if mode == "seconds" else fmt_range(c["wall_s"], spec=",.2f")
             lines.append(
-                f"{w + '/' + a:28} {','.join(map(str, c['repeats'])):>9} {time_cell:>26} "
+                f"{w + '/' + a:28} {repeats_text(c):>9} {time_cell:>26} "
                 f"{fmt_range(c['step_ms_median'], spec='.2f'):>22} {fmt_range(c['nvml_peak_bytes'], 2**20):>26} "
                 f"{fmt_range(c['allocator_peak_reserved_bytes'], 2**20):>26} {fmt_range(c['driver_calls']):>20} "
                 f"{c['failures']:>5}")
@@ -195,13 +252,16 @@ def table(merged):
                 where = {True: "within native's range", False: f"outside native's range ({side})",
                          None: "one run of native, no range"}[v["within_native_range"]]
                 words.append(f"{what} {v['vs_native']:.3f}x native's median, {where}")
-            lines.append(f"  vram on {w}: " + "; ".join(words))
+                if not v["same_repeats_as_native"]:
+                    words.append("over other repeats than native's")
+            kind, amount = entry["length"]
+            lines.append(f"  vram on {w} ({amount:g} {kind} a run): " + ("; ".join(words) or "nothing to compare with"))
     if merged["tensor_cost"]:
         lines.append("")
         lines.append(f"{'torch.empty + del, ns':22} {'repeats':>9} " +
                      " ".join(f"{k:>22}" for k in COST_SIZES + ('CPU tensor 4KiB',)))
         for a, c in merged["tensor_cost"].items():
-            lines.append(f"{a:22} {','.join(map(str, c['repeats'])):>9} " +
+            lines.append(f"{a:22} {repeats_text(c):>9} " +
                          " ".join(f"{fmt_range(c[k]):>22}" for k in COST_SIZES + ("cpu_4KiB_ns",)))
     return "\n".join(lines)
 
@@ -221,7 +281,11 @@ def main(argv=None):
         return 2
     print(table(merged))
     if args.json:
-        Path(args.json).write_text(json.dumps(merged, indent=1) + "\n")
+        try:
+            Path(args.json).write_text(json.dumps(merged, indent=1) + "\n")
+        except OSError as e:
+            print(f"merge.py: --json {args.json}: {e.strerror}", file=sys.stderr)
+            return 2
     return 0
 
 
