@@ -102,6 +102,18 @@ def length_of(doc, workload):
     return ("steps", int((s.get("steps") or {}).get(workload, 0)))
 
 
+def rank(allocator):
+    """run_all.py's order of the allocators, others after them by name."""
+    return (ALLOCATORS.index(allocator) if allocator in ALLOCATORS else len(ALLOCATORS), allocator)
+
+
+def counted(runs):
+    """The reports of the runs that count, and a cell with the repeats, those that count, and their number."""
+    good = [r["report"] for r in runs if counts(r)]
+    return good, {"repeats": sorted(r["repeat"] for r in runs),
+                  "repeats_ok": sorted(r["repeat"] for r in runs if counts(r)), "ok": len(good)}
+
+
 def summary(values):
     values = [v for v in values if number(v)]
     if not values:
@@ -153,16 +165,9 @@ def merge(docs, allow_commits=False):
                 raise MergeError(f"{name}: repeat {r} of the per-tensor cost under {a} is also in {seen_costs[(a, r)]}")
             seen_costs[(a, r)] = name
             costs.setdefault(a, []).append(run)
-
-    def order(key):
-        w, a = key
-        return (w, ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)
-
-    for (w, a), runs in sorted(cells.items(), key=lambda item: order(item[0])):
-        good = [r["report"] for r in runs if counts(r)]
-        cell = {"repeats": sorted(r["repeat"] for r in runs),
-                "repeats_ok": sorted(r["repeat"] for r in runs if counts(r)), "ok": len(good),
-                "failures": sum(g["failures"] for g in good if number(g.get("failures")))}
+    for (w, a), runs in sorted(cells.items(), key=lambda item: (item[0][0], rank(item[0][1]))):
+        good, cell = counted(runs)
+        cell["failures"] = sum(g["failures"] for g in good if number(g.get("failures")))
         for m in MEASURES:
             cell[m] = summary(g.get(m) for g in good)
         out["workloads"].setdefault(w, {"length": list(lengths[w]), "allocators": {}})["allocators"][a] = cell
@@ -170,10 +175,8 @@ def merge(docs, allow_commits=False):
         entry["vram"] = verdict(entry["allocators"], entry["length"][0])
     # The per-tensor cost: each run's median at each size, summed up over the runs.
     out["tensor_cost"] = {}
-    for a in sorted(costs, key=lambda a: (ALLOCATORS.index(a) if a in ALLOCATORS else len(ALLOCATORS), a)):
-        good = [r["report"] for r in costs[a] if counts(r)]
-        cell = {"repeats": sorted(r["repeat"] for r in costs[a]),
-                "repeats_ok": sorted(r["repeat"] for r in costs[a] if counts(r)), "ok": len(good)}
+    for a in sorted(costs, key=rank):
+        good, cell = counted(costs[a])
         for label in COST_SIZES:
             cell[label] = summary(size_median(g, label) for g in good)
         cell["cpu_4KiB_ns"] = summary(g.get("cpu_4KiB_ns") for g in good)
