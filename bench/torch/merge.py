@@ -22,7 +22,10 @@ import statistics
 import sys
 from pathlib import Path
 
-ALLOCATORS = ("native", "expandable", "async", "vram")   # run_all.py's order, for the table
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from allocators import NAMES as ALLOCATORS  # noqa: E402  (run_all.py's order, for the table)
+from run_all import ok as counts  # noqa: E402  (whether a run's figures count: rc 0, a report, no error)
+
 COST_SIZES = ("4KiB", "1MiB", "64MiB")                   # tensor_cost.py's sizes
 MEASURES = ("steps", "wall_s", "step_ms_median", "nvml_peak_bytes", "allocator_peak_reserved_bytes",
             "allocator_peak_allocated_bytes", "driver_calls")
@@ -83,11 +86,6 @@ def size_median(report, label):
 
 def number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def counts(run):
-    """Whether a run's figures count: it exited 0 with a report and no error."""
-    return run.get("rc") == 0 and isinstance(run.get("report"), dict) and not run["report"].get("error")
 
 
 def gpu_model(doc):
