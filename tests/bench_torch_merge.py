@@ -140,6 +140,34 @@ class Merge(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("repeat 2 of the per-tensor cost under vram is also in", err)
 
+    def test_the_older_tensor_cost_json_takes_its_gpu_and_commit_from_device_txt(self):
+        older = lambda a, r, ns, error=None: {"repeat": r, "allocator": a,  # noqa: E731
+                                              "report": {"sizes": {"4KiB": {"median_ns": ns}}, "error": error}}
+        folder = self.dir / "older"
+        self.write("older/tensor-cost.json", {"runs": [older("vram", 1, 1700), older("vram", 2, 1600),
+                                                       older("vram", 3, 1800), older("native", 1, 1950),
+                                                       older("native", 2, 0, error="RuntimeError: x")]})
+        (folder / "device.txt").write_text("name, driver_version\nNVIDIA H100 80GB HBM3, 580.159.04\n" +
+                                           "c" * 40 + "\n")
+        rc, out, _ = self.main(str(folder), "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        m = json.loads((self.dir / "m.json").read_text())
+        self.assertEqual((m["gpu_model"], m["commits"]), ("NVIDIA H100 80GB HBM3", ["c" * 40]))
+        self.assertEqual(m["tensor_cost"]["vram"]["4KiB"], {"median": 1700, "min": 1600, "max": 1800, "n": 3})
+        # The run whose report names an error is listed, not counted.
+        self.assertEqual((m["tensor_cost"]["native"]["repeats"], m["tensor_cost"]["native"]["ok"]), ([1, 2], 1))
+        self.assertIn("1,700 [1,600-1,800]", out)
+        self.assertNotIn("workload/allocator", out)  # no workload ran: no table of workloads
+        # It cannot stand beside an H200's run, and without device.txt it has no GPU to be checked against.
+        h200 = self.write("h200.json", doc([], gpu="NVIDIA H200, 580.159.04", costs=[cost("vram", 9, 1, 1, 1, 1)]))
+        rc, _, err = self.main(str(folder), h200, "--allow-commits")
+        self.assertEqual(rc, 2)
+        self.assertIn("different GPU models", err)
+        (folder / "device.txt").unlink()
+        rc, _, err = self.main(str(folder))
+        self.assertEqual(rc, 2)
+        self.assertIn("no device.txt beside it", err)
+
     def test_a_failed_run_is_a_repeat_but_not_a_figure(self):
         # Runs 2-4 failed in three ways, each with figures that would move the medians if they counted.
         errored = run("serving", "vram", 3, steps=900, nvml=900, failures=5)
@@ -211,7 +239,7 @@ class Merge(unittest.TestCase):
                 self.assertEqual((rc, out), (2, ""))
                 self.assertIn(message, err)
         (self.dir / "empty").mkdir()
-        for path, message in ((self.dir / "empty", "no torch-bench*.json in this folder"),
+        for path, message in ((self.dir / "empty", "no torch-bench*.json or tensor-cost.json in this folder"),
                               (self.dir / "nothing.json", "no such file or folder")):
             rc, _, err = self.main(str(path))
             self.assertEqual(rc, 2)

@@ -71,6 +71,18 @@ class Schedule(unittest.TestCase):
         self.assertEqual(doc["settings"]["steps"], {"cnn_train": 7})
         self.assertEqual(doc["settings"]["seconds"], {"serving": 5.0})
 
+    def test_no_workload_runs_only_the_tensor_cost_in_each_repeats_order(self):
+        calls, doc = self.run_main("--repeats", "3", "--first-repeat", "2", "--workloads",
+                                   "--tensor-cost-repeats", "3", "--budget-s", "100000")
+        self.assertEqual([(c[0], c[1]) for c in calls],
+                         [("tensor_cost.py", a) for a in ["expandable", "async", "vram", "native",
+                                                          "async", "vram", "native", "expandable",
+                                                          "vram", "native", "expandable", "async"]])
+        self.assertEqual(doc["runs"], [])
+        self.assertEqual([c["repeat"] for c in doc["tensor_cost"]], [2] * 4 + [3] * 4 + [4] * 4)
+        self.assertEqual(doc["settings"]["workloads"], [])
+        self.assertEqual(doc["tensor_cost_summary"]["vram"]["ok"], 3)
+
     def test_a_run_that_would_pass_the_budget_is_skipped(self):
         # The first guess of a timed run is 15 s plus its seconds: 1,000 s cannot start within a 500 s budget.
         calls, doc = self.run_main("--repeats", "1", "--workloads", "serving", "--seconds-per-workload",

@@ -15,7 +15,12 @@ workload run for another time or count of steps, with other model sizes (--opt) 
 twice, or built from different commits (pass --allow-commits where those commits share the pool's code; the
 commits and the libraries' hashes are listed in the output). A run that failed is listed with its repeat
 marked x and counts in no figure.
+
+A folder's tensor-cost.json is read too: the per-tensor cost runs of 2026-12-06 were made by a loop of
+tensor_cost.py outside run_all.py, which wrote {"runs": [{"repeat", "allocator", "report"}]} with the GPU and
+the commit in device.txt beside it (`gpu-session tensor-cost N` now writes a torch-bench.json instead).
 """
+import re
 import argparse
 import json
 import statistics
@@ -39,9 +44,9 @@ def files_of(paths):
     out = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(p.glob("torch-bench*.json"))
+            found = sorted(p.glob("torch-bench*.json")) + sorted(p.glob("tensor-cost.json"))
             if not found:
-                raise MergeError(f"{p}: no torch-bench*.json in this folder")
+                raise MergeError(f"{p}: no torch-bench*.json or tensor-cost.json in this folder")
             out += found
         elif p.is_file():
             out.append(p)
@@ -58,6 +63,8 @@ def load(path):
         raise MergeError(f"{path}: not a torch-bench.json ({e})") from None
     if isinstance(doc, dict) and "workloads" in doc and "runs" not in doc:
         raise MergeError(f"{path}: a summary merge.py wrote, not a torch-bench.json of run_all.py")
+    if isinstance(doc, dict) and "settings" not in doc and path.name == "tensor-cost.json":
+        doc = older_tensor_cost(path, doc)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not isinstance(doc.get("settings"), dict):
         raise MergeError(f"{path}: not a torch-bench.json (no 'runs' and 'settings')")
     settings = doc["settings"]
@@ -76,6 +83,25 @@ def load(path):
             if run.get("report") is not None and not isinstance(run["report"], dict):
                 raise MergeError(f"{path}: entry {i} of its {what} has a report that is not an object")
     return doc
+
+
+def older_tensor_cost(path, doc):
+    """A tensor-cost.json of the older loop (see the top) in run_all.py's shape: its runs as the per-tensor
+    cost runs (rc 0: the loop kept each run's report, which names any error), the GPU model and the commit
+    from the device.txt beside it."""
+    runs = doc.get("runs")
+    if not isinstance(runs, list):
+        raise MergeError(f"{path}: not a tensor-cost.json (no 'runs')")
+    try:
+        lines = (path.parent / "device.txt").read_text().splitlines()
+    except OSError as e:
+        raise MergeError(f"{path}: no device.txt beside it for the GPU and the commit ({e.strerror})") from None
+    gpus = [ln.strip() for ln in lines if ln.startswith("NVIDIA ")]
+    commits = [ln.strip() for ln in lines if re.fullmatch(r"[0-9a-f]{40}", ln.strip())]
+    if len(gpus) != 1 or len(commits) != 1:
+        raise MergeError(f"{path}: its device.txt names {len(gpus)} GPUs and {len(commits)} commits, not one each")
+    costs = [{**run, "rc": 0} if isinstance(run, dict) else run for run in runs]
+    return {"gpu": gpus[0], "git_commit": commits[0], "settings": {}, "runs": [], "tensor_cost": costs}
 
 
 def size_median(report, label):
@@ -230,7 +256,8 @@ def table(merged):
     lines.append("(a repeat marked x failed: it is listed, not counted)")
     head = (f"{'workload/allocator':28} {'repeats':>9} {'steps or wall s':>26} {'step ms':>22} "
             f"{'NVML peak MiB':>26} {'peak reserved MiB':>26} {'driver calls':>20} {'fails':>5}")
-    lines.append(head)
+    if merged["workloads"]:
+        lines.append(head)
     for w, entry in merged["workloads"].items():
         mode = entry["length"][0]
         for a, c in entry["allocators"].items():
@@ -258,7 +285,8 @@ def table(merged):
             kind, amount = entry["length"]
             lines.append(f"  vram on {w} ({amount:g} {kind} a run): " + ("; ".join(words) or "nothing to compare with"))
     if merged["tensor_cost"]:
-        lines.append("")
+        if merged["workloads"]:
+            lines.append("")
         lines.append(f"{'torch.empty + del, ns':22} {'repeats':>9} " +
                      " ".join(f"{k:>22}" for k in COST_SIZES + ('CPU tensor 4KiB',)))
         for a, c in merged["tensor_cost"].items():

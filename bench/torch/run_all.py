@@ -13,6 +13,7 @@ is rewritten after every run, so an interrupted benchmark keeps what it measured
 --seconds-per-workload runs those workloads for a time rather than a count of steps (their wall time is then
 the time asked; compare step_ms). --first-repeat numbers the repeats from N and turns the order as repeat N
 would, so that a benchmark too long for one command can be run as several, one or more repeats each.
+`--workloads` followed by no name runs no workload: only tensor_cost.py, in the repeats' orders.
 """
 import argparse
 import datetime
@@ -146,7 +147,8 @@ def main():
     ap.add_argument("--work-dir", default=None, help="folder for the children's own reports (default: a temp dir)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=540)
-    ap.add_argument("--workloads", nargs="+", default=WORKLOADS, choices=WORKLOADS)
+    ap.add_argument("--workloads", nargs="*", default=WORKLOADS, choices=WORKLOADS,
+                    help="the workloads (default: all); given with none, only the per-tensor cost runs")
     ap.add_argument("--allocators", nargs="+", default=list(allocators.NAMES), choices=allocators.NAMES)
     ap.add_argument("--steps-per-workload", default="", help="e.g. transformer_train=40,cnn_train=30,serving=300")
     ap.add_argument("--seconds-per-workload", default="",
