@@ -20,9 +20,9 @@ A folder's tensor-cost.json is read too: the per-tensor cost runs of 2026-12-06 
 tensor_cost.py outside run_all.py, which wrote {"runs": [{"repeat", "allocator", "report"}]} with the GPU and
 the commit in device.txt beside it (`gpu-session tensor-cost N` now writes a torch-bench.json instead).
 """
-import re
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
