@@ -6,7 +6,8 @@
 // (the page cache holds it), or, for the *_in_memory cases, one parse of bytes already in memory.
 // Set VRAM_SHARED_TRACES in the environment to read the recorded traces from another folder. The synthetic
 // trace is also written as a PyTorch memory snapshot (a pickle), and VRAM_BENCH_SNAPSHOTS=PATH[:PATH...]
-// adds real snapshots, each read as it is and converted to vram's format, side by side.
+// adds real snapshots, each read as it is and converted to vram's format, side by side. Each pickle is also
+// walked (walk_opcodes/...): its opcodes stepped over in memory, nothing kept, the floor under any reader.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -15,10 +16,13 @@
 #include <cstdio>
 #include <exception>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/pickle_writer.hpp"
@@ -130,7 +134,57 @@ std::string synthetic_snapshot(const vram::trace& t) {
                            /*share_strings=*/true);
 }
 
-// Each snapshot in VRAM_BENCH_SNAPSHOTS (paths separated by ':') read as it is and as vram's format.
+// The least any reader of a pickle does: step over each opcode and its argument, reading only the lengths, and
+// keep nothing. An opcode's argument has a length of its own, so the next opcode is found only by reading this
+// one: this is the floor under the snapshot reader's time. Returns the count of opcodes; throws at an opcode
+// that snapshots do not hold.
+std::size_t walk_opcodes(std::string_view b) {
+  std::size_t p = 0, ops = 0;
+  auto length = [&](std::size_t n) {
+    if (b.size() - p < n) throw std::runtime_error("walk_opcodes: the pickle ends inside a length");
+    std::uint64_t v = 0;
+    std::memcpy(&v, b.data() + p, n);  // little-endian
+    p += n;
+    return v;
+  };
+  while (p < b.size()) {
+    const auto op = static_cast<unsigned char>(b[p++]);
+    ++ops;
+    switch (op) {
+      case 0x80: case 'K': case 'h': case 'q': p += 1; break;      // PROTO, BININT1, BINGET, BINPUT
+      case 'M': p += 2; break;                                        // BININT2
+      case 'J': case 'j': case 'r': p += 4; break;                    // BININT, LONG_BINGET, LONG_BINPUT
+      case 0x95: case 'G': p += 8; break;                             // FRAME, BINFLOAT
+      case 0x8a: case 0x8c: case 'C': p += length(1); break;          // LONG1, SHORT_BINUNICODE, SHORT_BINBYTES
+      case 0x8b: case 'X': case 'B': p += length(4); break;           // LONG4, BINUNICODE, BINBYTES
+      case 0x8d: case 0x8e: p += length(8); break;                    // BINUNICODE8, BINBYTES8
+      case '.': return ops;                                           // STOP
+      case '}': case ']': case ')': case '(': case 0x94: case 'u': case 's': case 'a': case 'e': case 't':
+      case 'l': case 'd': case 0x85: case 0x86: case 0x87: case 'N': case 0x88: case 0x89: case '0': case '2': case '1':
+        break;                                                        // no argument
+      default: throw std::runtime_error("walk_opcodes: opcode " + std::to_string(op) + " is not a snapshot's");
+    }
+  }
+  return ops;
+}
+
+// The floor above for the pickle @p bytes (not compressed), per event of its trace: "walk_opcodes/<what>/snapshot".
+void register_walk(const std::string& what, std::shared_ptr<const std::string> bytes, std::size_t events) {
+  if (bytes->empty() || static_cast<unsigned char>((*bytes)[0]) != 0x80) return;  // compressed: not walked
+  benchmark::RegisterBenchmark(("walk_opcodes/" + what + "/snapshot").c_str(),
+                               [bytes, events](benchmark::State& s) {
+                                 std::size_t ops = 0;
+                                 for (auto _ : s) {
+                                   ops = walk_opcodes(*bytes);
+                                   benchmark::DoNotOptimize(ops);
+                                 }
+                                 s.SetItemsProcessed(static_cast<std::int64_t>(s.iterations() * events));
+                                 s.counters["opcodes_per_event"] = static_cast<double>(ops) / static_cast<double>(events);
+                               })
+      ->Unit(benchmark::kMillisecond);
+}
+
+// Each snapshot in VRAM_BENCH_SNAPSHOTS (paths separated by ':') read as it is and as vram's format, and walked.
 void register_snapshots() {
   const char* env = std::getenv("VRAM_BENCH_SNAPSHOTS");
   if (env == nullptr) return;
@@ -150,6 +204,7 @@ void register_snapshots() {
     benchmark::RegisterBenchmark(("read_trace/" + name + "/vram").c_str(),
                                  [as_vram](benchmark::State& s) { read_file_bench(s, as_vram); })
         ->Unit(benchmark::kMillisecond);
+    register_walk(name, std::make_shared<const std::string>(vram::detail::read_file_bytes(path)), t.events.size());
   }
 }
 
@@ -166,10 +221,12 @@ void register_all() {
   const vram::trace synth = synthetic_trace(1'000'000);
   register_forms("synthetic", synth);
   const std::string snapshot_path = (scratch_dir() / "synthetic.pickle").string();
-  vram::detail::write_file_bytes(snapshot_path, synthetic_snapshot(synth));
+  auto snapshot_bytes = std::make_shared<const std::string>(synthetic_snapshot(synth));
+  vram::detail::write_file_bytes(snapshot_path, *snapshot_bytes);
   benchmark::RegisterBenchmark("read_trace/synthetic/snapshot",
                                [snapshot_path](benchmark::State& s) { read_file_bench(s, snapshot_path); })
       ->Unit(benchmark::kMillisecond);
+  register_walk("synthetic", std::move(snapshot_bytes), synth.events.size());
 
   // Parsing alone, from bytes already in memory (no file read, no page cache).
   const std::string path = (scratch_dir() / "synthetic_mem.vram").string();
