@@ -153,6 +153,7 @@ class Merge(unittest.TestCase):
         self.assertEqual(rc, 0)
         m = json.loads((self.dir / "m.json").read_text())
         self.assertEqual((m["gpu_model"], m["commits"]), ("NVIDIA H100 80GB HBM3", ["c" * 40]))
+        self.assertEqual(m["libraries"], ["not recorded"])  # the older loop kept no hash of the library
         self.assertEqual(m["tensor_cost"]["vram"]["4KiB"], {"median": 1700, "min": 1600, "max": 1800, "n": 3})
         # The run whose report names an error is listed, not counted.
         self.assertEqual((m["tensor_cost"]["native"]["repeats"], m["tensor_cost"]["native"]["ok"]), ([1, 2], 1))

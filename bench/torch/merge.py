@@ -165,7 +165,7 @@ def merge(docs, allow_commits=False):
         elif shape != first_shape[0]:
             raise MergeError(f"{name}: run with --opt {shape[0]} and --seed {shape[1]}, {first_shape[1]} with "
                              f"--opt {first_shape[0][0]} and --seed {first_shape[0][1]}")
-    libraries = sorted({str((d.get("libvram") or {}).get("sha256")) for _, d in docs})
+    libraries = sorted({str((d.get("libvram") or {}).get("sha256") or "not recorded") for _, d in docs})
     cells, lengths, seen = {}, {}, {}
     for name, doc in docs:
         for run in doc["runs"]:
