@@ -18,7 +18,8 @@ marked x and counts in no figure.
 
 A folder's tensor-cost.json is read too: the per-tensor cost runs of 2026-12-06 were made by a loop of
 tensor_cost.py outside run_all.py, which wrote {"runs": [{"repeat", "allocator", "report"}]} with the GPU and
-the commit in device.txt beside it (`gpu-session tensor-cost N [F]` now writes a torch-bench-tensor-cost-rF.json of run_all.py instead).
+the commit in device.txt beside it (`gpu-session tensor-cost N [F]` now writes run_all.py's
+torch-bench-tensor-cost-rF.json instead).
 """
 import argparse
 import json
