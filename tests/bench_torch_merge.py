@@ -90,6 +90,30 @@ class Merge(unittest.TestCase):
                       "native's median, within native's range", out)
         self.assertIn("110 [100-120]", out)
 
+    def test_variants_of_vram_are_compared_with_vram_and_native_but_not_in_vrams_verdict(self):
+        runs = [run("cnn_train", "native", 1, steps=5000, nvml=1000),
+                run("cnn_train", "expandable", 1, steps=5050, nvml=900),
+                run("cnn_train", "vram", 1, steps=4950, nvml=890),
+                run("cnn_train", "vram-notc", 1, steps=5049.5, nvml=850),
+                run("cnn_train", "vram-big", 1, steps=4900, nvml=None)]
+        for r in runs[3:]:
+            r["variant_of"] = "vram"
+        rc, out, _ = self.main(self.write("v.json", doc(runs, seconds={"cnn_train": 20.0})),
+                               "--json", str(self.dir / "m.json"))
+        self.assertEqual(rc, 0)
+        entry = json.loads((self.dir / "m.json").read_text())["workloads"]["cnn_train"]
+        self.assertEqual(list(entry["allocators"]), ["native", "expandable", "vram", "vram-big", "vram-notc"])
+        # vram's 890 against PyTorch's allocators only: 10 under expandable's 900, though vram-notc held 850.
+        self.assertEqual((entry["vram"]["lowest_other"], entry["vram"]["nvml_peak_minus_lowest_other"]),
+                         ("expandable", -10))
+        # vram-notc: 5049.5 / 4950 = 1.0201 of vram's steps, 5049.5 / 5000 = 1.0099 of native's.
+        self.assertAlmostEqual(entry["variants"]["vram-notc"]["vs_vram"], 5049.5 / 4950)
+        self.assertAlmostEqual(entry["variants"]["vram-notc"]["vs_native"], 5049.5 / 5000)
+        self.assertEqual(entry["variants"]["vram-big"]["time_measure"], "steps")
+        self.assertIn("device peak at or below every other's (-10 bytes against expandable's)", out)
+        self.assertIn("  vram-notc on cnn_train: steps 1.020x vram's, 1.010x native's (medians)", out)
+        self.assertIn("  vram-big on cnn_train: steps 0.990x vram's, 0.980x native's (medians)", out)
+
     def test_vram_above_another_and_outside_natives_range(self):
         a = self.write("a.json", self.serving(1, 100, 90, 500, 600))
         b = self.write("b.json", self.serving(2, 104, 95, 500, 600))

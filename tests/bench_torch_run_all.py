@@ -17,10 +17,12 @@ import run_all  # noqa: E402
 
 class Schedule(unittest.TestCase):
     def run_main(self, *args):
-        calls = []
+        calls, envs = [], []
+        self.envs = envs
 
-        def fake_child(script, alloc, extra, json_path, timeout):
+        def fake_child(script, alloc, extra, json_path, timeout, env=None):
             calls.append((script, alloc, list(extra), timeout))
+            envs.append(env)
             return {"cmd": script, "rc": 0, "elapsed_s": 1.0,
                     "report": {"wall_s": 1.0, "step_ms_median": 2.0, "nvml_peak_bytes": 100}}
 
@@ -90,14 +92,54 @@ class Schedule(unittest.TestCase):
         self.assertEqual(calls, [])
         self.assertEqual(len(doc["skipped"]), 4)
 
+    def test_a_variant_is_vram_with_its_settings_and_an_allocator_of_its_own_in_the_order(self):
+        calls, doc = self.run_main("--repeats", "2", "--first-repeat", "2", "--workloads", "cnn_train",
+                                   "--allocators", "native", "vram", "--seconds-per-workload", "cnn_train=20",
+                                   "--variant", "vram-notc:VRAM_THREAD_CACHE=0",
+                                   "--variant", "vram-big:VRAM_SMALL_HANDLE=0,VRAM_MAX_HANDLE=128MiB",
+                                   "--tensor-cost-repeats", "1", "--budget-s", "100000")
+        # Labels native, vram, vram-notc, vram-big; repeat 2 starts at the second, repeat 3 at the third.
+        runs = [r for r in calls if r[0] == "run_one.py"]
+        self.assertEqual([c[1] for c in runs], ["vram", "vram", "vram", "native", "vram", "vram", "native", "vram"])
+        notc, big = {"VRAM_THREAD_CACHE": "0"}, {"VRAM_SMALL_HANDLE": "0", "VRAM_MAX_HANDLE": "128MiB"}
+        run_envs = [e for c, e in zip(calls, self.envs) if c[0] == "run_one.py"]
+        self.assertEqual(run_envs, [None, notc, big, None, notc, big, None, None])
+        self.assertEqual(self.envs[4:8], [None, notc, big, None])  # the tensor cost's
+        self.assertEqual([r["allocator"] for r in doc["runs"]],
+                         ["vram", "vram-notc", "vram-big", "native", "vram-notc", "vram-big", "native", "vram"])
+        self.assertEqual([r.get("variant_env") for r in doc["runs"][:3]], [None, notc, big])
+        self.assertEqual(doc["runs"][1]["variant_of"], "vram")
+        # The tensor cost after repeat 2's runs, every label in its order, the variants with their settings.
+        self.assertEqual([(c[0], c[1]) for c in calls[4:8]], [("tensor_cost.py", "vram")] * 3 + [("tensor_cost.py", "native")])
+        self.assertEqual([r["allocator"] for r in doc["tensor_cost"]], ["vram", "vram-notc", "vram-big", "native"])
+        self.assertEqual(doc["settings"]["variants"], {"vram-notc": notc, "vram-big": big})
+        self.assertEqual(doc["settings"]["allocators"], ["native", "vram", "vram-notc", "vram-big"])
+        self.assertEqual(sorted(doc["summary"]), ["cnn_train/native", "cnn_train/vram", "cnn_train/vram-big",
+                                                  "cnn_train/vram-notc"])
+        self.assertEqual(doc["summary"]["cnn_train/vram-big"]["ok"], 2)
+        self.assertEqual(doc["summary"]["cnn_train/vram-big"]["wall_vs_native"], 1.0)
+
     def test_bad_arguments_are_refused(self):
         for bad in (["--seconds-per-workload", "sorting=10"], ["--seconds-per-workload", "serving=0"],
                     ["--seconds-per-workload", "serving=ten"], ["--seconds-per-workload", "serving=nan"],
-                    ["--first-repeat", "0"]):
+                    ["--first-repeat", "0"], ["--variant", "vram"], ["--variant", "native:VRAM_THREAD_CACHE=0"],
+                    ["--variant", "x:THREAD_CACHE=0"], ["--variant", "x:VRAM_LIBRARY=/tmp/l.so"],
+                    ["--variant", "x:VRAM_THREAD_CACHE"], ["--variant", "x:VRAM_THREAD_CACHE="],
+                    ["--variant", "a/b:VRAM_THREAD_CACHE=0"],
+                    ["--variant", "x:VRAM_THREAD_CACHE=0", "--variant", "x:VRAM_MEMBARRIER=0"]):
             with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()):
                 with self.assertRaises(SystemExit) as e:
                     self.run_main(*bad)
                 self.assertEqual(e.exception.code, 2)
+
+
+class VramEnv(unittest.TestCase):
+    def test_the_pool_settings_of_an_environment_without_the_library_path(self):
+        import allocators
+        env = {"VRAM_THREAD_CACHE": "0", "VRAM_LIBRARY": "/x/libvram.so", "PATH": "/bin", "VRAM_LIMIT": "4GiB",
+               "XVRAM_A": "1"}
+        self.assertEqual(allocators.vram_env(env), {"VRAM_LIMIT": "4GiB", "VRAM_THREAD_CACHE": "0"})
+        self.assertEqual(allocators.vram_env({"PATH": "/bin"}), {})
 
 
 if __name__ == "__main__":

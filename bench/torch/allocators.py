@@ -27,6 +27,12 @@ def default_library():
     return str(path) if path.exists() else None
 
 
+def vram_env(env=None):
+    """The VRAM_* settings in an environment (the pool's options, docs/pool.md), VRAM_LIBRARY aside."""
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items()) if k.startswith("VRAM_") and k != "VRAM_LIBRARY"}
+
+
 def child_env(name, base=None):
     """The environment of a child process that runs allocator `name`."""
     env = dict(os.environ if base is None else base)

@@ -6,9 +6,10 @@
 A benchmark of runs of minutes is too long for one command (or one machine's loan), so it is run as several,
 one repeat or one workload each (`run_all.py --first-repeat N`). This reads their torch-bench.json files (a
 folder stands for every torch-bench*.json in it) and summarizes each workload and allocator over every
-repeat found: the median and range of what was measured, and, against the other allocators, whether vram's
-device peak is at or below every other's and its time within native's spread; and the per-tensor cost of
-each allocator (tensor_cost.py's median at each size) over every run of it.
+repeat found: the median and range of what was measured, and, against PyTorch's allocators, whether vram's
+device peak is at or below every other's and its time within native's spread; each variant of vram
+(run_all.py --variant) against vram and native; and the per-tensor cost of each allocator (tensor_cost.py's
+median at each size) over every run of it.
 
 It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
 workload run for another time or count of steps, with other model sizes (--opt) or seed, of the same repeat
@@ -198,6 +199,7 @@ def merge(docs, allow_commits=False):
         out["workloads"].setdefault(w, {"length": list(lengths[w]), "allocators": {}})["allocators"][a] = cell
     for w, entry in out["workloads"].items():
         entry["vram"] = verdict(entry["allocators"], entry["length"][0])
+        entry["variants"] = variant_verdicts(entry["allocators"], entry["length"][0])
     # The per-tensor cost: each run's median at each size, summed up over the runs.
     out["tensor_cost"] = {}
     for a in sorted(costs, key=rank):
@@ -210,11 +212,13 @@ def merge(docs, allow_commits=False):
 
 
 def verdict(cells, mode):
-    """vram against the others: device peak (medians) and time against native's range."""
+    """vram against PyTorch's allocators (not vram's variants): device peak (medians) and time against native's
+    range."""
     vram, native = cells.get("vram"), cells.get("native")
     if not vram or not vram["nvml_peak_bytes"]:
         return None
-    others = {a: c["nvml_peak_bytes"]["median"] for a, c in cells.items() if a != "vram" and c["nvml_peak_bytes"]}
+    others = {a: c["nvml_peak_bytes"]["median"] for a, c in cells.items()
+              if a in ALLOCATORS and a != "vram" and c["nvml_peak_bytes"]}
     v = {"nvml_peak_median": vram["nvml_peak_bytes"]["median"]}
     if others:
         lowest = min(others, key=others.get)
@@ -233,6 +237,21 @@ def verdict(cells, mode):
         # Where the time budget skipped runs, the two medians are over different repeats: say so.
         v["same_repeats_as_native"] = vram["repeats_ok"] == native["repeats_ok"]
     return v
+
+
+def variant_verdicts(cells, mode):
+    """Each allocator outside run_all.py's four (vram with other settings, run_all.py --variant): its time
+    measure's median against vram's and native's."""
+    measure = "steps" if mode == "seconds" else "wall_s"
+    out = {}
+    for a, c in cells.items():
+        if a in ALLOCATORS or not c[measure]:
+            continue
+        m = c[measure]["median"]
+        out[a] = {"time_measure": measure,
+                  **{f"vs_{b}": m / cells[b][measure]["median"] if b in cells and cells[b][measure] and
+                     cells[b][measure]["median"] else None for b in ("vram", "native")}}
+    return out
 
 
 def fmt_range(s, scale=1.0, spec=",.0f"):
@@ -285,6 +304,10 @@ def table(merged):
                     words.append("over other repeats than native's")
             kind, amount = entry["length"]
             lines.append(f"  vram on {w} ({amount:g} {kind} a run): " + ("; ".join(words) or "nothing to compare with"))
+        for a, x in entry.get("variants", {}).items():
+            what = "steps" if x["time_measure"] == "steps" else "wall time"
+            ratios = [f"{x[f'vs_{b}']:.3f}x {b}'s" for b in ("vram", "native") if x[f"vs_{b}"] is not None]
+            lines.append(f"  {a} on {w}: {what} " + (", ".join(ratios) or "nothing to compare with") + " (medians)")
     if merged["tensor_cost"]:
         if merged["workloads"]:
             lines.append("")

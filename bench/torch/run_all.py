@@ -14,6 +14,8 @@ is rewritten after every run, so an interrupted benchmark keeps what it measured
 the time asked; compare step_ms). --first-repeat numbers the repeats from N and turns the order as repeat N
 would, so that a benchmark too long for one command can be run as several, one or more repeats each.
 `--workloads` followed by no name runs no workload: only tensor_cost.py, in the repeats' orders.
+--variant LABEL:VRAM_X=V[,VRAM_Y=W] adds vram with those pool settings in its environment (docs/pool.md) as
+an allocator of its own, LABEL, after --allocators in the order; each run's report says its VRAM_* settings.
 """
 import argparse
 import datetime
@@ -51,15 +53,16 @@ def library_info():
     return {"path": lib, "exists": True, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()[:16]}
 
 
-def run_child(script, alloc, extra, json_path, timeout):
-    """Runs one child; returns its record: the child's report, or rc and the end of its output."""
+def run_child(script, alloc, extra, json_path, timeout, env=None):
+    """Runs one child (with @p env's variables added to allocator @p alloc's environment); returns its
+    record: the child's report, or rc and the end of its output."""
     cmd = [sys.executable, str(HERE / script), "--allocator", alloc, "--json", str(json_path)] + extra
     t0 = time.perf_counter()
     rec = {"cmd": " ".join(cmd[1:]), "rc": None, "elapsed_s": None, "report": None}
     try:
         json_path.unlink(missing_ok=True)
-        p = subprocess.run(cmd, env=allocators.child_env(alloc), capture_output=True, text=True,
-                           timeout=timeout, cwd=str(HERE))
+        p = subprocess.run(cmd, env={**allocators.child_env(alloc), **(env or {})}, capture_output=True,
+                           text=True, timeout=timeout, cwd=str(HERE))
         rec["rc"], out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rec["rc"], rec["timed_out"] = "timeout", True
@@ -141,6 +144,24 @@ def table(summary, tensor):
     return "\n".join(lines)
 
 
+def parse_variant(spec, taken):
+    """LABEL:VRAM_X=V[,VRAM_Y=W] -> (LABEL, {VRAM_X: V, ...}); ValueError with the reason."""
+    label, colon, rest = spec.partition(":")
+    label = label.strip()
+    if not colon or not label or any(c in label for c in "/ =,"):
+        raise ValueError(f"'{spec}' is not LABEL:VRAM_NAME=VALUE[,VRAM_NAME=VALUE...]")
+    if label in taken:
+        raise ValueError(f"'{label}' names an allocator already")
+    env = {}
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.startswith("VRAM_") or key == "VRAM_LIBRARY" or not value.strip():
+            raise ValueError(f"'{spec}': '{item}' is not VRAM_NAME=VALUE (a pool setting, docs/pool.md)")
+        env[key] = value.strip()
+    return label, env
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for torch-bench.json")
@@ -160,7 +181,17 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--opt", action="append", default=[],
                     help="workload:key=value, passed to that workload's runs (repeatable)")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL:VRAM_X=V[,...]",
+                    help="vram with these pool settings, compared as allocator LABEL (repeatable)")
     args = ap.parse_args()
+    variants = {}
+    for spec in args.variant:
+        try:
+            label, env = parse_variant(spec, set(allocators.NAMES) | set(variants))
+        except ValueError as e:
+            ap.error(f"--variant: {e}")
+        variants[label] = env
+    args.allocators = list(dict.fromkeys(args.allocators)) + list(variants)
 
     steps = dict(DEFAULT_STEPS)
     for item in filter(None, args.steps_per_workload.split(",")):
@@ -194,7 +225,7 @@ def main():
                         "seconds": {w: seconds[w] for w in args.workloads if w in seconds},
                         "first_repeat": args.first_repeat,
                         "tensor_cost_repeats": tc_repeats, "seed": args.seed, "opts": args.opt,
-                        "run_timeout_s": args.run_timeout_s},
+                        "variants": variants, "run_timeout_s": args.run_timeout_s},
            "runs": [], "tensor_cost": [], "skipped": [], "summary": {}, "tensor_cost_summary": {}}
     print(f"gpu: {gpu}; {args.repeats} repeats x {len(args.workloads)} workloads x {len(args.allocators)} "
           f"allocators; budget {args.budget_s:.0f} s; children's files in {work}", flush=True)
@@ -212,7 +243,10 @@ def main():
             return None
         run_timeout = args.run_timeout_s + seconds.get(key[1], 0.0)
         timeout = max(10.0, min(run_timeout, args.budget_s + 30 - elapsed))
-        rec = {**entry, **run_child(script + ".py", alloc, extra, work / json_name, timeout)}
+        base = "vram" if alloc in variants else alloc
+        rec = {**entry, **run_child(script + ".py", base, extra, work / json_name, timeout, variants.get(alloc))}
+        if alloc in variants:
+            rec["variant_of"], rec["variant_env"] = base, variants[alloc]
         longest[key] = max(longest.get(key, 0.0), rec["elapsed_s"])
         rep = rec["report"] or {}
         if doc["torch_version"] is None and rep.get("torch_version"):

@@ -137,6 +137,7 @@ def main():
         "mode": "seconds" if args.seconds else "steps", "steps_asked": args.steps, "seconds_asked": args.seconds,
         "warmup": args.warmup, "limit_bytes": args.limit_bytes,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), "alloc_conf_note": conf_note,
+        "vram_env": allocators.vram_env(),
         "steps": 0, "steps_ok": 0, "wall_s": None, "step_ms_median": None, "step_ms_mean": None,
         "step_ms_p90": None, "step_ms_max": None, "step_ms_count": 0,
         "failures": 0, "warmup_failures": 0, "first_failure_s": None, "first_failure_step": None,

@@ -38,7 +38,7 @@ def main():
     args = ap.parse_args()
     t_process = time.perf_counter()
     report = {"allocator": args.allocator, "alloc_conf_note": allocators.check_env(args.allocator),
-              "repeats": args.repeats, "sizes": {}, "error": None}
+              "vram_env": allocators.vram_env(), "repeats": args.repeats, "sizes": {}, "error": None}
     rc = 0
     try:
         import torch
