@@ -277,6 +277,42 @@ class Merge(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("bad.json: not a torch-bench.json (", err)
 
+    def test_one_label_with_two_settings_is_refused_and_a_file_that_does_not_say_is_not(self):
+        def variant_run(repeat, env, report_env=True):
+            r = run("cnn_train", "vram-x", repeat, steps=100, nvml=10)
+            r["variant_of"], r["variant_env"] = "vram", env
+            if report_env:
+                r["report"]["vram_env"] = env
+            return r
+
+        def plain(repeat, env):
+            r = run("cnn_train", "vram", repeat, steps=100, nvml=10)
+            if env is not None:
+                r["report"]["vram_env"] = env
+            return r
+
+        def write(name, *runs):
+            return self.write(name, doc(list(runs), seconds={"cnn_train": 20.0}))
+
+        a = write("a.json", variant_run(1, {"VRAM_THREAD_CACHE": "0"}), plain(1, {}))
+        # The label reused for another variant (the runs' variant_env alone, as if no report said).
+        b = write("b.json", variant_run(2, {"VRAM_MEMBARRIER": "0"}, report_env=False))
+        rc, out, err = self.main(a, b)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn("b.json: vram-x ran with VRAM settings {'VRAM_MEMBARRIER': '0'}, in ", err)
+        self.assertIn("a.json with {'VRAM_THREAD_CACHE': '0'}", err)
+        # vram with a stray variable in one command's environment.
+        c = write("c.json", plain(2, {"VRAM_LIMIT": "1GiB"}))
+        rc, _, err = self.main(a, c)
+        self.assertEqual(rc, 2)
+        self.assertIn("c.json: vram ran with VRAM settings {'VRAM_LIMIT': '1GiB'}, in ", err)
+        self.assertIn("a.json with none", err)
+        # A file from before the settings were recorded says nothing, and is merged.
+        d = write("d.json", plain(2, None), variant_run(2, {"VRAM_THREAD_CACHE": "0"}))
+        rc, out, _ = self.main(a, d)
+        self.assertEqual(rc, 0)
+        self.assertIn("cnn_train/vram                     1,2", out)
+
     def test_commits_that_share_the_pool_are_merged_when_allowed(self):
         a = self.write("a.json", self.serving(1, 100, 110, 500, 505))
         b = self.write("b.json", self.serving(2, 120, 130, 520, 509, commit="b" * 40))

@@ -13,8 +13,9 @@ median at each size) over every run of it.
 
 It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
 workload run for another time or count of steps, with other model sizes (--opt) or seed, of the same repeat
-twice, or built from different commits (pass --allow-commits where those commits share the pool's code; the
-commits and the libraries' hashes are listed in the output). A run that failed is listed with its repeat
+twice, of one allocator made with different VRAM_* settings, or built from different commits (pass
+--allow-commits where those commits share the pool's code; the commits and the libraries' hashes are listed in
+the output). A run that failed is listed with its repeat
 marked x and counts in no figure.
 
 A folder's tensor-cost.json is read too: the per-tensor cost runs of 2026-12-06 were made by a loop of
@@ -147,6 +148,32 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def settings_of(run):
+    """The VRAM_* settings a run ran with: its report's vram_env, else run_all.py's variant_env; None where
+    the file does not say (files from before either was recorded)."""
+    env = (run.get("report") or {}).get("vram_env") if isinstance(run.get("report"), dict) else None
+    if isinstance(env, dict):
+        return env
+    return run.get("variant_env") if isinstance(run.get("variant_env"), dict) else None
+
+
+def check_settings(docs):
+    """Refuses runs of one allocator label made with different VRAM_* settings (a variant's label reused for
+    another variant, or a stray variable in one command's environment)."""
+    first = {}
+    for name, doc in docs:
+        for run in list(doc["runs"]) + list(doc.get("tensor_cost") or []):
+            env = settings_of(run)
+            if env is None:
+                continue
+            a = run.get("allocator")
+            if a not in first:
+                first[a] = (env, name)
+            elif env != first[a][0]:
+                raise MergeError(f"{name}: {a} ran with VRAM settings {env or 'none'}, in {first[a][1]} with "
+                                 f"{first[a][0] or 'none'}")
+
+
 def merge(docs, allow_commits=False):
     """docs: [(name, doc)]. Returns the merged summary as a dict; raises MergeError."""
     models = sorted({gpu_model(d) for _, d in docs})
@@ -168,6 +195,7 @@ def merge(docs, allow_commits=False):
             raise MergeError(f"{name}: run with --opt {shape[0]} and --seed {shape[1]}, {first_shape[1]} with "
                              f"--opt {first_shape[0][0]} and --seed {first_shape[0][1]}")
     libraries = sorted({str((d.get("libvram") or {}).get("sha256") or "not recorded") for _, d in docs})
+    check_settings(docs)
     cells, lengths, seen = {}, {}, {}
     for name, doc in docs:
         for run in doc["runs"]:
