@@ -23,6 +23,11 @@ class Schedule(unittest.TestCase):
         def fake_child(script, alloc, extra, json_path, timeout, env=None):
             calls.append((script, alloc, list(extra), timeout))
             envs.append(env)
+            if script == "kernel_time.py":   # figures that grow by one with each call, to check the medians
+                n = len(calls)
+                return {"cmd": script, "rc": 0, "elapsed_s": 1.0,
+                        "report": {"step_ms": 20.0 + n, "kernel_ms_per_step": 10.0 + n, "busy_ms_per_step": 9.0 + n,
+                                   "span_ms_per_step": 20.0 + n, "idle_share": n / 100}}
             return {"cmd": script, "rc": 0, "elapsed_s": 1.0,
                     "report": {"wall_s": 1.0, "step_ms_median": 2.0, "nvml_peak_bytes": 100}}
 
@@ -119,6 +124,50 @@ class Schedule(unittest.TestCase):
         self.assertEqual(doc["summary"]["cnn_train/vram-big"]["ok"], 2)
         self.assertEqual(doc["summary"]["cnn_train/vram-big"]["wall_vs_native"], 1.0)
 
+    def test_kernel_time_alone_runs_each_allocator_on_each_workload_in_the_repeats_order(self):
+        calls, doc = self.run_main("--repeats", "2", "--first-repeat", "3", "--workloads", "cnn_train", "serving",
+                                   "--allocators", "native", "vram", "--variant", "vram-notc:VRAM_THREAD_CACHE=0",
+                                   "--seconds-per-workload", "serving=100", "--kernel-time-steps", "30",
+                                   "--kernel-time-only", "--tensor-cost-repeats", "0", "--budget-s", "100000",
+                                   "--run-timeout-s", "60")
+        # Labels native, vram, vram-notc: repeat 3 starts at the third, repeat 4 at the first.
+        self.assertEqual([(c[0], c[1], c[2][1]) for c in calls],
+                         [("kernel_time.py", a, w) for a, w in
+                          [("vram", "cnn_train"), ("native", "cnn_train"), ("vram", "cnn_train"),
+                           ("vram", "serving"), ("native", "serving"), ("vram", "serving"),
+                           ("native", "cnn_train"), ("vram", "cnn_train"), ("vram", "cnn_train"),
+                           ("native", "serving"), ("vram", "serving"), ("vram", "serving")]])
+        for c in calls:
+            self.assertEqual(c[2][2:], ["--steps", "30", "--seed", "0"])
+            self.assertEqual(c[3], 60.0)   # a workload's seconds are run_one.py's, not kernel_time.py's
+        self.assertEqual(doc["runs"], [])
+        self.assertEqual([r["allocator"] for r in doc["kernel_time"][:3]], ["vram-notc", "native", "vram"])
+        self.assertEqual(doc["kernel_time"][0]["variant_env"], {"VRAM_THREAD_CACHE": "0"})
+        # serving under native: calls 5 and 10, so kernel ms 15 and 20, median 17.5; idle 0.05 and 0.10.
+        k = doc["kernel_time_summary"]["serving/native"]
+        self.assertEqual((k["ok"], k["kernel_ms_per_step"], k["step_ms"]), (2, 17.5, 27.5))
+        self.assertAlmostEqual(k["idle_share"], 0.075)
+        self.assertEqual(sorted(doc["kernel_time_summary"]), ["cnn_train/native", "cnn_train/vram",
+                                                              "cnn_train/vram-notc", "serving/native",
+                                                              "serving/vram", "serving/vram-notc"])
+        self.assertEqual(doc["settings"]["kernel_time_steps"], 30)
+
+    def test_kernel_time_follows_each_workloads_runs(self):
+        calls, doc = self.run_main("--repeats", "1", "--workloads", "cnn_train", "--allocators", "native", "vram",
+                                   "--steps-per-workload", "cnn_train=7", "--kernel-time-steps", "5",
+                                   "--tensor-cost-repeats", "1", "--budget-s", "100000")
+        self.assertEqual([(c[0], c[1]) for c in calls],
+                         [("run_one.py", "native"), ("run_one.py", "vram"), ("kernel_time.py", "native"),
+                          ("kernel_time.py", "vram"), ("tensor_cost.py", "native"), ("tensor_cost.py", "vram")])
+        self.assertEqual(len(doc["runs"]), 2)
+        self.assertEqual(doc["kernel_time_summary"]["cnn_train/vram"]["kernel_ms_per_step"], 14.0)
+
+    def test_no_kernel_time_leaves_no_trace_of_it(self):
+        _, doc = self.run_main("--repeats", "1", "--workloads", "serving", "--steps-per-workload", "serving=3",
+                               "--tensor-cost-repeats", "0", "--budget-s", "100000")
+        self.assertNotIn("kernel_time", doc)
+        self.assertEqual(doc["settings"]["kernel_time_steps"], 0)
+
     def test_bad_arguments_are_refused(self):
         for bad in (["--seconds-per-workload", "sorting=10"], ["--seconds-per-workload", "serving=0"],
                     ["--seconds-per-workload", "serving=ten"], ["--seconds-per-workload", "serving=nan"],
@@ -126,11 +175,42 @@ class Schedule(unittest.TestCase):
                     ["--variant", "x:THREAD_CACHE=0"], ["--variant", "x:VRAM_LIBRARY=/tmp/l.so"],
                     ["--variant", "x:VRAM_THREAD_CACHE"], ["--variant", "x:VRAM_THREAD_CACHE="],
                     ["--variant", "a/b:VRAM_THREAD_CACHE=0"],
-                    ["--variant", "x:VRAM_THREAD_CACHE=0", "--variant", "x:VRAM_MEMBARRIER=0"]):
+                    ["--variant", "x:VRAM_THREAD_CACHE=0", "--variant", "x:VRAM_MEMBARRIER=0"],
+                    ["--kernel-time-only"], ["--kernel-time-steps", "-1"]):
             with self.subTest(bad=bad), contextlib.redirect_stderr(io.StringIO()):
                 with self.assertRaises(SystemExit) as e:
                     self.run_main(*bad)
                 self.assertEqual(e.exception.code, 2)
+
+
+class KernelTime(unittest.TestCase):
+    def test_the_gpu_time_of_a_profiler_trace_per_step(self):
+        import kernel_time
+        events = [
+            {"ph": "X", "cat": "kernel", "name": "conv", "ts": 0, "dur": 10},
+            {"ph": "X", "cat": "kernel", "name": "relu", "ts": 5, "dur": 7},      # overlaps conv: busy to 12
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 20, "dur": 5},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 0, "dur": 100},   # the host's: not counted
+            {"ph": "i", "cat": "kernel", "name": "marker", "ts": 30},                    # no duration
+            {"ph": "X", "cat": "Kernel", "name": "conv", "ts": 40, "dur": "bad"},        # unreadable
+            "not an event",
+        ]
+        g = kernel_time.gpu_time(events, steps=2)
+        # Durations 10 + 7 + 5 = 22 us over 2 steps; busy [0, 12] and [20, 25], 17 us; span 0 to 25 us.
+        self.assertEqual(g["gpu_events"], 3)
+        self.assertAlmostEqual(g["kernel_ms_per_step"], 0.011)
+        self.assertAlmostEqual(g["busy_ms_per_step"], 0.0085)
+        self.assertAlmostEqual(g["span_ms_per_step"], 0.0125)
+        self.assertAlmostEqual(g["idle_share"], 0.32)
+        self.assertEqual(g["top_kernels"], [{"name": "conv", "count": 1, "total_us": 10.0},
+                                            {"name": "relu", "count": 1, "total_us": 7.0},
+                                            {"name": "Memcpy DtoD", "count": 1, "total_us": 5.0}])
+
+    def test_a_trace_with_no_gpu_activity_has_no_figures(self):
+        import kernel_time
+        g = kernel_time.gpu_time([{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 0, "dur": 1}], steps=3)
+        self.assertEqual((g["gpu_events"], g["kernel_ms_per_step"], g["idle_share"], g["top_kernels"]),
+                         (0, None, None, []))
 
 
 class VramEnv(unittest.TestCase):

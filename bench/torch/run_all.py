@@ -14,6 +14,8 @@ is rewritten after every run, so an interrupted benchmark keeps what it measured
 the time asked; compare step_ms). --first-repeat numbers the repeats from N and turns the order as repeat N
 would, so that a benchmark too long for one command can be run as several, one or more repeats each.
 `--workloads` followed by no name runs no workload: only tensor_cost.py, in the repeats' orders.
+--kernel-time-steps N runs kernel_time.py (the GPU's own time in N steps, from PyTorch's profiler) under each
+allocator on each workload after the repeat's runs; --kernel-time-only leaves run_one.py out.
 --variant LABEL:VRAM_X=V[,VRAM_Y=W] adds vram with those pool settings in its environment (docs/pool.md) as
 an allocator of its own, LABEL, after --allocators in the order; each run's report says its VRAM_* settings.
 """
@@ -35,7 +37,7 @@ import allocators  # noqa: E402
 
 WORKLOADS = ["transformer_train", "cnn_train", "serving"]
 DEFAULT_STEPS = {"transformer_train": 40, "cnn_train": 30, "serving": 300}
-FIRST_GUESS_S = {"run_one": 15.0, "tensor_cost": 10.0}   # a run's length before one has been seen
+FIRST_GUESS_S = {"run_one": 15.0, "tensor_cost": 10.0, "kernel_time": 30.0}   # before one has been seen
 
 
 def sh(cmd):
@@ -90,6 +92,20 @@ def med(values):
     return statistics.median(values) if values else None
 
 
+def summarize_kernels(records, workloads, allocs):
+    """kernel_time.py's figures per workload and allocator: medians over the repeats that count."""
+    out = {}
+    for w in workloads:
+        for a in allocs:
+            good = [r["report"] for r in records if r["workload"] == w and r["allocator"] == a and ok(r)]
+            if not any(r["workload"] == w and r["allocator"] == a for r in records):
+                continue
+            out[f"{w}/{a}"] = {"ok": len(good), **{k: med(g.get(k) for g in good) for k in
+                                                   ("step_ms", "kernel_ms_per_step", "busy_ms_per_step",
+                                                    "span_ms_per_step", "idle_share")}}
+    return out
+
+
 def summarize(runs, costs, workloads, allocs):
     summary, tensor = {}, {}
     for w in workloads:
@@ -117,6 +133,17 @@ def summarize(runs, costs, workloads, allocs):
         tensor[a]["cpu_4KiB_ns"] = med(g.get("cpu_4KiB_ns") for g in good)
         tensor[a]["ok"] = len(good)
     return summary, tensor
+
+
+def kernel_table(kernels):
+    def f(n, fmt):
+        return "-" if n is None else format(n, fmt)
+
+    lines = [f"{'kernel time, per step':28} {'ok':>3} {'step ms':>9} {'kernel ms':>10} {'busy ms':>9} {'idle':>7}"]
+    for key, k in kernels.items():
+        lines.append(f"{key:28} {k['ok']:>3} {f(k['step_ms'], '.3f'):>9} {f(k['kernel_ms_per_step'], '.3f'):>10} "
+                     f"{f(k['busy_ms_per_step'], '.3f'):>9} {f(k['idle_share'], '.1%'):>7}")
+    return "\n".join(lines)
 
 
 def table(summary, tensor):
@@ -183,7 +210,12 @@ def main():
                     help="workload:key=value, passed to that workload's runs (repeatable)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:VRAM_X=V[,...]",
                     help="vram with these pool settings, compared as allocator LABEL (repeatable)")
+    ap.add_argument("--kernel-time-steps", type=int, default=0,
+                    help="kernel_time.py for this many steps under each allocator after each repeat's runs (0: never)")
+    ap.add_argument("--kernel-time-only", action="store_true", help="no run_one.py runs, only kernel_time.py")
     args = ap.parse_args()
+    if args.kernel_time_steps < 0 or (args.kernel_time_only and args.kernel_time_steps == 0):
+        ap.error("--kernel-time-steps: a count of steps, 1 or more with --kernel-time-only")
     variants = {}
     for spec in args.variant:
         try:
@@ -225,8 +257,11 @@ def main():
                         "seconds": {w: seconds[w] for w in args.workloads if w in seconds},
                         "first_repeat": args.first_repeat,
                         "tensor_cost_repeats": tc_repeats, "seed": args.seed, "opts": args.opt,
-                        "variants": variants, "run_timeout_s": args.run_timeout_s},
+                        "variants": variants, "run_timeout_s": args.run_timeout_s,
+                        "kernel_time_steps": args.kernel_time_steps, "kernel_time_only": args.kernel_time_only},
            "runs": [], "tensor_cost": [], "skipped": [], "summary": {}, "tensor_cost_summary": {}}
+    if args.kernel_time_steps:
+        doc["kernel_time"], doc["kernel_time_summary"] = [], {}
     print(f"gpu: {gpu}; {args.repeats} repeats x {len(args.workloads)} workloads x {len(args.allocators)} "
           f"allocators; budget {args.budget_s:.0f} s; children's files in {work}", flush=True)
 
@@ -235,13 +270,14 @@ def main():
 
     def launch(r, script, key, alloc, extra, json_name):
         elapsed = time.perf_counter() - start
-        guess = longest.get(key, FIRST_GUESS_S[script] + seconds.get(key[1], 0.0))
+        own = seconds.get(key[1], 0.0) if script == "run_one" else 0.0   # the run's own seconds
+        guess = longest.get(key, FIRST_GUESS_S[script] + own)
         entry = {"repeat": r, "script": script, "workload": key[1], "allocator": alloc}
         if elapsed + guess > args.budget_s:
             doc["skipped"].append({**entry, "reason": f"budget: {elapsed:.0f} s gone, a run takes ~{guess:.0f} s"})
             print(f"[r{r} {key[1]}/{alloc}] skipped (budget)", flush=True)
             return None
-        run_timeout = args.run_timeout_s + seconds.get(key[1], 0.0)
+        run_timeout = args.run_timeout_s + own
         timeout = max(10.0, min(run_timeout, args.budget_s + 30 - elapsed))
         base = "vram" if alloc in variants else alloc
         rec = {**entry, **run_child(script + ".py", base, extra, work / json_name, timeout, variants.get(alloc))}
@@ -263,6 +299,8 @@ def main():
     def save():
         doc["summary"], doc["tensor_cost_summary"] = summarize(doc["runs"], doc["tensor_cost"],
                                                                args.workloads, args.allocators)
+        if args.kernel_time_steps:
+            doc["kernel_time_summary"] = summarize_kernels(doc["kernel_time"], args.workloads, args.allocators)
         doc["elapsed_s"] = time.perf_counter() - start
         tmp = out / "torch-bench.json.tmp"
         tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
@@ -274,12 +312,18 @@ def main():
         order = args.allocators[k:] + args.allocators[:k]
         for w in args.workloads:
             opts = [x for o in args.opt if o.startswith(w + ":") for x in ("--opt", o.split(":", 1)[1])]
-            for a in order:
+            for a in ([] if args.kernel_time_only else order):
                 length = ["--seconds", str(seconds[w])] if w in seconds else ["--steps", str(steps[w])]
                 extra = ["--workload", w] + length + ["--seed", str(args.seed)] + opts
                 rec = launch(r, "run_one", ("run_one", w), a, extra, f"r{r}-{w}-{a}.json")
                 if rec is not None:
                     doc["runs"].append(rec)
+                    save()
+            for a in (order if args.kernel_time_steps else []):
+                extra = ["--workload", w, "--steps", str(args.kernel_time_steps), "--seed", str(args.seed)] + opts
+                rec = launch(r, "kernel_time", ("kernel_time", w), a, extra, f"r{r}-kernels-{w}-{a}.json")
+                if rec is not None:
+                    doc["kernel_time"].append(rec)
                     save()
         if r - args.first_repeat < tc_repeats:
             for a in order:
@@ -290,6 +334,9 @@ def main():
     save()
     print()
     print(table(doc["summary"], doc["tensor_cost_summary"]))
+    if args.kernel_time_steps:
+        print()
+        print(kernel_table(doc["kernel_time_summary"]))
     print(f"\n{len(doc['runs'])} runs, {len(doc['tensor_cost'])} tensor-cost runs, {len(doc['skipped'])} skipped; "
           f"{doc['elapsed_s']:.0f} s; written to {out / 'torch-bench.json'}", flush=True)
 
