@@ -114,6 +114,8 @@ def main():
             prof.export_chrome_trace(str(path))
             events = json.loads(path.read_text()).get("traceEvents", [])
         report.update(gpu_time(events, args.steps))
+        if not report["gpu_events"]:
+            raise RuntimeError("the profiler recorded no GPU activity (is CUPTI missing from this PyTorch?)")
     except BaseException as e:  # noqa: BLE001  (the report still goes out)
         report["error"] = f"{type(e).__name__}: {e}"[:2000]
         rc = 3
