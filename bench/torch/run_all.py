@@ -135,10 +135,13 @@ def summarize(runs, costs, workloads, allocs):
     return summary, tensor
 
 
-def kernel_table(kernels):
-    def f(n, fmt):
-        return "-" if n is None else format(n, fmt)
+def dash(n, spec):
+    """n formatted, or "-" where there is no figure."""
+    return "-" if n is None else format(n, spec)
 
+
+def kernel_table(kernels):
+    f = dash
     lines = [f"{'kernel time, per step':28} {'ok':>3} {'step ms':>9} {'kernel ms':>10} {'busy ms':>9} {'idle':>7}"]
     for key, k in kernels.items():
         lines.append(f"{key:28} {k['ok']:>3} {f(k['step_ms'], '.3f'):>9} {f(k['kernel_ms_per_step'], '.3f'):>10} "
@@ -150,9 +153,7 @@ def table(summary, tensor):
     def g(n):
         return "-" if n is None else f"{n / 2**30:7.2f}"
 
-    def f(n, fmt):
-        return "-" if n is None else format(n, fmt)
-
+    f = dash
     lines = [f"{'workload/allocator':28} {'ok':>5} {'wall_s med [min-max]':>22} {'x native':>8} {'step_ms':>8} "
              f"{'nvml GiB':>8} {'resv GiB':>8} {'alloc GiB':>9} {'drv calls':>9} {'fails':>5}"]
     for key, s in summary.items():
