@@ -8,8 +8,10 @@ vram        vram's pool through CUDAPluggableAllocator (vram.torch.enable() befo
 PyTorch reads PYTORCH_CUDA_ALLOC_CONF when it is imported, so the variable is set in the child's
 environment by the drivers (child_env) and checked in the child before torch is imported (check_env).
 """
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,3 +146,24 @@ def stats(torch, name):
         except Exception:  # noqa: BLE001
             pass
     return out
+
+
+def finish(report, json_path, line, rc, t_process, close_recording=True):
+    """Ends a measuring child: its report to @p json_path (then @p line, one line for the log) or printed,
+    then the process, without the interpreter's teardown (the allocator's library may be unloaded before the
+    last free). With @p close_recording, vram's recording (VRAM_RECORD) is closed first, as os._exit runs
+    no exit handler."""
+    report["process_s"] = time.perf_counter() - t_process
+    text = json.dumps(report, indent=1, default=str)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(text + "\n")
+        print(line)
+    else:
+        print(text)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if close_recording and report.get("allocator") == "vram":
+        import vram
+        vram.record_stop()
+    os._exit(rc)

@@ -17,7 +17,6 @@ is what to compare between allocators. The allocator's PYTORCH_CUDA_ALLOC_CONF i
 """
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -121,22 +120,10 @@ def main():
         rc = 3
         import traceback
         traceback.print_exc()
-    report["process_s"] = time.perf_counter() - t_process
-    text = json.dumps(report, indent=1, default=str)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
-        print(f"{args.workload}/{args.allocator}: step_ms={report['step_ms']} "
-              f"kernel_ms_per_step={report.get('kernel_ms_per_step')} idle_share={report.get('idle_share')} "
-              f"error={report['error']}")
-    else:
-        print(text)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if args.allocator == "vram":  # os._exit runs no exit handler: close a recording (VRAM_RECORD) first
-        import vram
-        vram.record_stop()
-    os._exit(rc)   # no interpreter teardown: the allocator's library may be unloaded before the last free
+    line = (f"{args.workload}/{args.allocator}: step_ms={report['step_ms']} "
+            f"kernel_ms_per_step={report.get('kernel_ms_per_step')} idle_share={report.get('idle_share')} "
+            f"error={report['error']}")
+    allocators.finish(report, args.json, line, rc, t_process)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ The allocator's PYTORCH_CUDA_ALLOC_CONF must be in the environment before torch 
 sets it); this script sets it where it is missing and refuses a conflicting one. See README.md.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -263,22 +262,10 @@ def main():
             report.update(allocators.stats(torch, args.allocator))
         except Exception as e:  # noqa: BLE001
             report["stats_error"] = f"{type(e).__name__}: {e}"[:500]
-    report["process_s"] = time.perf_counter() - t_process
-    text = json.dumps(report, indent=1, default=str)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
-        print(f"{args.workload}/{args.allocator}: steps={report['steps']} wall_s={report['wall_s']} "
-              f"step_ms_median={report['step_ms_median']} nvml_peak={gib(report['nvml_peak_bytes'])} "
-              f"({report['nvml_measure']}) failures={report['failures']} error={report['error']}")
-    else:
-        print(text)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if args.allocator == "vram":  # os._exit runs no exit handler: close a recording (VRAM_RECORD) first
-        import vram
-        vram.record_stop()
-    os._exit(rc)   # no interpreter teardown: the allocator's library may be unloaded before the last free
+    line = (f"{args.workload}/{args.allocator}: steps={report['steps']} wall_s={report['wall_s']} "
+            f"step_ms_median={report['step_ms_median']} nvml_peak={gib(report['nvml_peak_bytes'])} "
+            f"({report['nvml_measure']}) failures={report['failures']} error={report['error']}")
+    allocators.finish(report, args.json, line, rc, t_process)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ For each size (4 KiB, 1 MiB, 64 MiB): a warm-up, then `repeats` timed loops of `
 loop with a 4 KiB CPU tensor is the floor that PyTorch's own dispatch costs, whatever the allocator.
 """
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -61,17 +59,9 @@ def main():
         rc = 3
         import traceback
         traceback.print_exc()
-    report["process_s"] = time.perf_counter() - t_process
-    text = json.dumps(report, indent=1, default=str)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
-        print(args.allocator, {k: round(v["median_ns"]) for k, v in report["sizes"].items()}, report["error"])
-    else:
-        print(text)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)
+    line = (f"{args.allocator} {({k: round(v['median_ns']) for k, v in report['sizes'].items()})} "
+            f"{report['error']}")
+    allocators.finish(report, args.json, line, rc, t_process, close_recording=False)
 
 
 if __name__ == "__main__":
