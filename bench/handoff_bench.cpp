@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -101,7 +102,12 @@ const phased_trace& cnn_train() {
   return t;
 }
 
+// One allocator on its own simulated device, and the blocks a replay holds.
 struct replayer {
+  explicit replayer(const char* policy) : resource(vram::make_resource(policy, dev)), pool(*resource) {}
+
+  vram::sim_device dev;
+  std::unique_ptr<vram::memory_resource> resource;
   vram::memory_resource& pool;
   std::vector<std::pair<vram::device_ptr, std::uint64_t>> live;  // by slot: the block and its size, or 0
 
@@ -141,27 +147,21 @@ void set_counters(benchmark::State& state, const phased_trace& t, std::uint64_t 
 void BM_cnn_train_one_thread(benchmark::State& state, const char* policy) {
   const phased_trace& t = cnn_train();
   if (t.steps == 0) return state.SkipWithError("no examples/traces/cnn_train.vram.gz");
-  vram::sim_device dev;
-  const auto resource = vram::make_resource(policy, dev);
-  vram::memory_resource& pool = *resource;
-  replayer r{pool, {}};
+  replayer r(policy);
   r.run(t, 0, t.calls.size());  // warm-up: the pool grows to the working set
   r.free_all();
-  const std::uint64_t stops0 = stops_of(pool);
+  const std::uint64_t stops0 = stops_of(r.pool);
   for (auto _ : state) {
     r.run(t, 0, t.calls.size());
     r.free_all();
   }
-  set_counters(state, t, stops_of(pool) - stops0, 0);
+  set_counters(state, t, stops_of(r.pool) - stops0, 0);
 }
 
 void BM_cnn_train_two_threads(benchmark::State& state, const char* policy) {
   const phased_trace& t = cnn_train();
   if (t.steps == 0) return state.SkipWithError("no examples/traces/cnn_train.vram.gz");
-  vram::sim_device dev;
-  const auto resource = vram::make_resource(policy, dev);
-  vram::memory_resource& pool = *resource;
-  replayer r{pool, {}};
+  replayer r(policy);
   // Phase boundaries: [0, cuts[0]), [cuts[0], cuts[1]), ..., [cuts.back(), calls.size()).
   std::vector<std::size_t> bounds{0};
   bounds.insert(bounds.end(), t.cuts.begin(), t.cuts.end());
@@ -193,9 +193,9 @@ void BM_cnn_train_two_threads(benchmark::State& state, const char* policy) {
     r.free_all();
   };
   replay_once();  // warm-up
-  const std::uint64_t stops0 = stops_of(pool);
+  const std::uint64_t stops0 = stops_of(r.pool);
   for (auto _ : state) replay_once();
-  const std::uint64_t stops = stops_of(pool) - stops0;
+  const std::uint64_t stops = stops_of(r.pool) - stops0;
   turn.store(-1, std::memory_order_release);
   autograd.join();
   // Two handovers for each phase of the second thread's.
