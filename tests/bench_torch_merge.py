@@ -37,6 +37,20 @@ def cost(allocator, repeat, ns_4k, ns_1m, ns_64m, cpu, rc=0):
                                  "64MiB": {"median_ns": ns_64m}}, "cpu_4KiB_ns": cpu, "error": None}}
 
 
+def kernels(workload, allocator, repeat, step, kernel, busy, idle, rc=0, env=None):
+    """One kernel_time.py run as run_all.py records it."""
+    return {"repeat": repeat, "script": "kernel_time", "workload": workload, "allocator": allocator, "rc": rc,
+            "report": {"steps": 30, "step_ms": step, "kernel_ms_per_step": kernel, "busy_ms_per_step": busy,
+                       "idle_share": idle, "vram_env": env or {}, "error": None}}
+
+
+def kernel_doc(entries, steps=30, commit="a" * 40):
+    d = doc([], commit=commit)
+    d["kernel_time"] = entries
+    d["settings"]["kernel_time_steps"] = steps
+    return d
+
+
 class Merge(unittest.TestCase):
     def setUp(self):
         self.dir = Path(tempfile.mkdtemp(prefix="merge_test-"))
@@ -312,6 +326,66 @@ class Merge(unittest.TestCase):
         rc, out, _ = self.main(a, d)
         self.assertEqual(rc, 0)
         self.assertIn("cnn_train/vram                     1,2", out)
+
+    def test_the_gpus_own_time_over_rounds_from_two_files(self):
+        a = self.write("a.json", kernel_doc([kernels("cnn_train", "native", 1, 20.0, 18.0, 17.5, 0.3),
+                                             kernels("cnn_train", "vram", 1, 20.2, 18.0, 17.6, 0.2),
+                                             kernels("cnn_train", "vram-x", 1, 21.0, 18.4, 17.9, 0.25,
+                                                     env={"VRAM_THREAD_CACHE": "0"})]))
+        # Round 3 of native failed with figures that would move every median: listed, not counted.
+        b = self.write("b.json", kernel_doc([kernels("cnn_train", "native", 2, 20.4, 18.2, 17.7, 0.1),
+                                             kernels("cnn_train", "vram", 2, 19.8, 18.1, 17.7, 0.4),
+                                             kernels("cnn_train", "native", 3, 1.0, 1.0, 1.0, 0.9, rc=1)]))
+        rc, out, err = self.main(a, b, "--json", str(self.dir / "m.json"))
+        self.assertEqual((rc, err), (0, ""))
+        k = json.loads((self.dir / "m.json").read_text())["kernel_time"]["cnn_train"]
+        self.assertEqual(k["steps"], 30)
+        self.assertEqual(list(k["allocators"]), ["native", "vram", "vram-x"])
+        native, vram = k["allocators"]["native"], k["allocators"]["vram"]
+        self.assertEqual((native["repeats"], native["repeats_ok"]), ([1, 2, 3], [1, 2]))
+        self.assertAlmostEqual(native["step_ms"]["median"], 20.2)
+        self.assertEqual((native["step_ms"]["min"], native["step_ms"]["max"]), (20.0, 20.4))
+        self.assertAlmostEqual(vram["kernel_ms_per_step"]["median"], 18.05)
+        self.assertAlmostEqual(vram["idle_share"]["median"], 0.3)
+        # vram's medians over native's: 20.0 / 20.2, 18.05 / 18.1, 17.65 / 17.6.
+        self.assertAlmostEqual(k["vs_native"]["vram"]["step_ms"], 20.0 / 20.2)
+        self.assertAlmostEqual(k["vs_native"]["vram"]["kernel_ms_per_step"], 18.05 / 18.1)
+        self.assertAlmostEqual(k["vs_native"]["vram"]["busy_ms_per_step"], 17.65 / 17.6)
+        self.assertAlmostEqual(k["vs_native"]["vram-x"]["step_ms"], 21.0 / 20.2)
+        self.assertNotIn("native", k["vs_native"])
+        self.assertIn("(30 steps profiled a round)", out)
+        self.assertRegex(out, r"\ncnn_train/native +1,2,3x +20\.200 \[20\.000-20\.400\] +18\.100 \[18\.000-18\.200\] "
+                              r"+17\.600 \[17\.500-17\.700\] +0\.200 \[0\.100-0\.300\]\n")
+        self.assertIn("  vram on cnn_train against native (medians): step 0.9901x, kernels 0.9972x, busy 1.0028x", out)
+        self.assertIn("  vram-x on cnn_train against native (medians): step 1.0396x, kernels 1.0166x, busy 1.0170x", out)
+
+    def test_kernel_time_files_that_cannot_be_merged_are_refused(self):
+        a = self.write("a.json", kernel_doc([kernels("cnn_train", "native", 1, 20.0, 18.0, 17.5, 0.3),
+                                             kernels("cnn_train", "vram-x", 1, 21.0, 18.4, 17.9, 0.25,
+                                                     env={"VRAM_THREAD_CACHE": "0"})]))
+        no_steps = kernel_doc([kernels("cnn_train", "native", 2, 20.0, 18.0, 17.5, 0.3)])
+        del no_steps["settings"]["kernel_time_steps"]
+        nameless = kernel_doc([kernels("cnn_train", "native", 2, 20.0, 18.0, 17.5, 0.3)])
+        del nameless["kernel_time"][0]["workload"]
+        not_a_list = kernel_doc([])
+        not_a_list["kernel_time"] = {"cnn_train": 1}
+        cases = {
+            "other steps": (kernel_doc([kernels("cnn_train", "native", 2, 20.0, 18.0, 17.5, 0.3)], steps=40),
+                            "the GPU's time in cnn_train was taken over 40 steps here, 30 in "),
+            "the same round": (kernel_doc([kernels("cnn_train", "native", 1, 20.0, 18.0, 17.5, 0.3)]),
+                               "round 1 of the GPU's time in cnn_train under native is also in "),
+            "no step count": (no_steps, "it has kernel_time runs but no positive settings.kernel_time_steps"),
+            "no workload": (nameless, "entry 0 of its kernel_time names no allocator, repeat or workload"),
+            "not a list": (not_a_list, "its kernel_time is not a list"),
+            "other settings": (kernel_doc([kernels("cnn_train", "vram-x", 2, 21.0, 18.4, 17.9, 0.25,
+                                                   env={"VRAM_MEMBARRIER": "0"})]),
+                               "vram-x ran with VRAM settings {'VRAM_MEMBARRIER': '0'}, in "),
+        }
+        for what, (content, message) in cases.items():
+            with self.subTest(what):
+                rc, out, err = self.main(a, self.write("b.json", content))
+                self.assertEqual((rc, out), (2, ""))
+                self.assertIn(message, err)
 
     def test_commits_that_share_the_pool_are_merged_when_allowed(self):
         a = self.write("a.json", self.serving(1, 100, 110, 500, 505))

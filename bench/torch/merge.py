@@ -8,8 +8,9 @@ one repeat or one workload each (`run_all.py --first-repeat N`). This reads thei
 folder stands for every torch-bench*.json in it) and summarizes each workload and allocator over every
 repeat found: the median and range of what was measured, and, against PyTorch's allocators, whether vram's
 device peak is at or below every other's and its time within native's spread; each variant of vram
-(run_all.py --variant) against vram and native; and the per-tensor cost of each allocator (tensor_cost.py's
-median at each size) over every run of it.
+(run_all.py --variant) against vram and native; the per-tensor cost of each allocator (tensor_cost.py's
+median at each size) over every run of it; and the GPU's own time per step (kernel_time.py, run_all.py
+--kernel-time-steps) over every round of it, with vram's and each variant's against native's.
 
 It refuses, with the reason, files whose runs cannot be put side by side: from different GPU models, of a
 workload run for another time or count of steps, with other model sizes (--opt) or seed, of the same repeat
@@ -37,6 +38,7 @@ from run_all import ok as counts  # noqa: E402  (whether a run's figures count: 
 COST_SIZES = ("4KiB", "1MiB", "64MiB")                   # tensor_cost.py's sizes
 MEASURES = ("steps", "wall_s", "step_ms_median", "nvml_peak_bytes", "allocator_peak_reserved_bytes",
             "allocator_peak_allocated_bytes", "driver_calls")
+KERNEL_MEASURES = ("step_ms", "kernel_ms_per_step", "busy_ms_per_step", "idle_share")   # kernel_time.py's
 
 
 class MergeError(Exception):
@@ -76,9 +78,13 @@ def load(path):
         if not isinstance(table, dict) or not all(number(v) and v > 0 for v in table.values()):
             raise MergeError(f"{path}: settings.{key} is not a table of positive numbers")
     costs = doc.get("tensor_cost") or []
-    if not isinstance(costs, list):
-        raise MergeError(f"{path}: its tensor_cost is not a list")
-    for what, entries in (("runs", doc["runs"]), ("tensor_cost", costs)):
+    kernels = doc.get("kernel_time") or []
+    for what, entries in (("tensor_cost", costs), ("kernel_time", kernels)):
+        if not isinstance(entries, list):
+            raise MergeError(f"{path}: its {what} is not a list")
+    if kernels and not (isinstance(settings.get("kernel_time_steps"), int) and settings["kernel_time_steps"] > 0):
+        raise MergeError(f"{path}: it has kernel_time runs but no positive settings.kernel_time_steps")
+    for what, entries in (("runs", doc["runs"]), ("tensor_cost", costs), ("kernel_time", kernels)):
         for i, run in enumerate(entries):
             if not (isinstance(run, dict) and isinstance(run.get("allocator"), str) and number(run.get("repeat"))
                     and (what == "tensor_cost" or isinstance(run.get("workload"), str))):
@@ -162,7 +168,7 @@ def check_settings(docs):
     another variant, or a stray variable in one command's environment)."""
     first = {}
     for name, doc in docs:
-        for run in list(doc["runs"]) + list(doc.get("tensor_cost") or []):
+        for run in list(doc["runs"]) + list(doc.get("tensor_cost") or []) + list(doc.get("kernel_time") or []):
             env = settings_of(run)
             if env is None:
                 continue
@@ -236,6 +242,41 @@ def merge(docs, allow_commits=False):
             cell[label] = summary(size_median(g, label) for g in good)
         cell["cpu_4KiB_ns"] = summary(g.get("cpu_4KiB_ns") for g in good)
         out["tensor_cost"][a] = cell
+    out["kernel_time"] = merge_kernels(docs)
+    return out
+
+
+def merge_kernels(docs):
+    """kernel_time.py's runs: per workload (profiled for the same number of steps in every file) and allocator,
+    each measure over the rounds that count; and each allocator's medians against native's."""
+    cells, steps, seen = {}, {}, {}
+    for name, doc in docs:
+        for run in doc.get("kernel_time") or []:
+            w, a, r = run["workload"], run["allocator"], run["repeat"]
+            n = doc["settings"]["kernel_time_steps"]
+            if steps.setdefault(w, (n, name))[0] != n:
+                raise MergeError(f"{name}: the GPU's time in {w} was taken over {n} steps here, "
+                                 f"{steps[w][0]} in {steps[w][1]}")
+            if (w, a, r) in seen:
+                raise MergeError(f"{name}: round {r} of the GPU's time in {w} under {a} is also in {seen[(w, a, r)]}")
+            seen[(w, a, r)] = name
+            cells.setdefault(w, {}).setdefault(a, []).append(run)
+    out = {}
+    for w in sorted(cells):
+        entry = {"steps": steps[w][0], "allocators": {}, "vs_native": {}}
+        for a in sorted(cells[w], key=rank):
+            good, cell = counted(cells[w][a])
+            for m in KERNEL_MEASURES:
+                cell[m] = summary(g.get(m) for g in good)
+            entry["allocators"][a] = cell
+        native = entry["allocators"].get("native")
+        for a, cell in entry["allocators"].items():
+            if a == "native" or not native:
+                continue
+            entry["vs_native"][a] = {m: cell[m]["median"] / native[m]["median"]
+                                     if cell[m] and native[m] and native[m]["median"] else None
+                                     for m in ("step_ms", "kernel_ms_per_step", "busy_ms_per_step")}
+        out[w] = entry
     return out
 
 
@@ -298,7 +339,7 @@ def repeats_text(cell):
 def table(merged):
     lines = [f"gpu: {merged['gpu_model']}; commits: {', '.join(c[:12] for c in merged['commits'])}; "
              f"libvram sha256: {', '.join(merged['libraries'])}; {len(merged['files'])} files"]
-    if not merged["workloads"] and not merged["tensor_cost"]:
+    if not merged["workloads"] and not merged["tensor_cost"] and not merged["kernel_time"]:
         lines.append("no runs in these files")
         return "\n".join(lines)
     lines.append("(a repeat marked x failed: it is listed, not counted)")
@@ -344,6 +385,19 @@ def table(merged):
         for a, c in merged["tensor_cost"].items():
             lines.append(f"{a:22} {repeats_text(c):>9} " +
                          " ".join(f"{fmt_range(c[k]):>22}" for k in COST_SIZES + ("cpu_4KiB_ns",)))
+    for w, entry in merged["kernel_time"].items():
+        if len(lines) > 2:
+            lines.append("")
+        lines.append(f"{'GPU time a step, ms':32} {'rounds':>9} {'step (CUDA events)':>26} {'kernels':>26} "
+                     f"{'busy':>26} {'idle share':>20}   ({entry['steps']} steps profiled a round)")
+        for a, c in entry["allocators"].items():
+            lines.append(f"{w + '/' + a:32} {repeats_text(c):>9} {fmt_range(c['step_ms'], spec='.3f'):>26} "
+                         f"{fmt_range(c['kernel_ms_per_step'], spec='.3f'):>26} "
+                         f"{fmt_range(c['busy_ms_per_step'], spec='.3f'):>26} {fmt_range(c['idle_share'], spec='.3f'):>20}")
+        for a, x in entry["vs_native"].items():
+            ratios = [f"{label} {x[m]:.4f}x" for m, label in (("step_ms", "step"), ("kernel_ms_per_step", "kernels"),
+                                                               ("busy_ms_per_step", "busy")) if x[m] is not None]
+            lines.append(f"  {a} on {w} against native (medians): " + (", ".join(ratios) or "nothing to compare with"))
     return "\n".join(lines)
 
 
