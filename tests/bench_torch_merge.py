@@ -347,6 +347,11 @@ class Merge(unittest.TestCase):
         self.assertEqual((native["step_ms"]["min"], native["step_ms"]["max"]), (20.0, 20.4))
         self.assertAlmostEqual(vram["kernel_ms_per_step"]["median"], 18.05)
         self.assertAlmostEqual(vram["idle_share"]["median"], 0.3)
+        # The wait, round by round: native 20.0 - 17.5 = 2.5 and 20.4 - 17.7 = 2.7; vram 2.6 and 2.1.
+        self.assertAlmostEqual(native["wait_ms_per_step"]["median"], 2.6)
+        self.assertAlmostEqual(native["wait_ms_per_step"]["min"], 2.5)
+        self.assertAlmostEqual(vram["wait_ms_per_step"]["median"], 2.35)
+        self.assertAlmostEqual(vram["wait_ms_per_step"]["max"], 2.6)
         # vram's medians over native's: 20.0 / 20.2, 18.05 / 18.1, 17.65 / 17.6.
         self.assertAlmostEqual(k["vs_native"]["vram"]["step_ms"], 20.0 / 20.2)
         self.assertAlmostEqual(k["vs_native"]["vram"]["kernel_ms_per_step"], 18.05 / 18.1)
@@ -355,7 +360,7 @@ class Merge(unittest.TestCase):
         self.assertNotIn("native", k["vs_native"])
         self.assertIn("(30 steps profiled a round)", out)
         self.assertRegex(out, r"\ncnn_train/native +1,2,3x +20\.200 \[20\.000-20\.400\] +18\.100 \[18\.000-18\.200\] "
-                              r"+17\.600 \[17\.500-17\.700\] +0\.200 \[0\.100-0\.300\]\n")
+                              r"+17\.600 \[17\.500-17\.700\] +2\.600 \[2\.500-2\.700\]\n")
         self.assertIn("  vram on cnn_train against native (medians): step 0.9901x, kernels 0.9972x, busy 1.0028x", out)
         self.assertIn("  vram-x on cnn_train against native (medians): step 1.0396x, kernels 1.0166x, busy 1.0170x", out)
 
