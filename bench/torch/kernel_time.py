@@ -12,8 +12,9 @@ again under PyTorch's profiler, which records every kernel, copy and fill on the
   span_ms_per_step    from the first one's start to the last one's end, per step;
   idle_share          1 - busy / span: the share of the profiled steps the GPU spent waiting;
   top_kernels         the 40 names with the most time: count and total microseconds.
-The profiler slows the host down, so idle_share is an upper bound for the unprofiled steps; kernel_ms_per_step
-is what to compare between allocators. The allocator's PYTORCH_CUDA_ALLOC_CONF is set as run_one.py sets it.
+The profiler slows the host down, so idle_share is an upper bound for the unprofiled steps (step_ms less
+busy_ms_per_step is the wait of an unprofiled step: merge.py's wait_ms_per_step); kernel_ms_per_step is what
+to compare between allocators. The allocator's PYTORCH_CUDA_ALLOC_CONF is set as run_one.py sets it.
 """
 import argparse
 import json
