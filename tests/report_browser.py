@@ -126,6 +126,9 @@ def main(vram, source, work):
     failures = []
     page = os.path.join(work, "report.html")
     check = check_page(binary, vram, page, traces, False, failures)
+    if os.environ.get("VRAM_REQUIRE_BROWSER") == "1":  # scripts/test: the interactive page must be the one checked
+        expect(check["chart_library"] is not None,
+               "the page has its chart library (scripts/setup --browser installs npm and runs npm ci in web/)", failures)
     failed_under = [t for t in check["traces"] if t["failures"] > 0]
     expect(len(failed_under) == 1, "cuda-direct fails vit_train on this device, and the page says so", failures)
     check_page(binary, vram, os.path.join(work, "report-static.html"), traces, True, failures)
