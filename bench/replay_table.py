@@ -22,8 +22,20 @@ POLICIES = ("vram", "torch-expandable", "torch-native")
 
 
 def name(row):
-    base = row["trace"].split("/")[-1]
-    return base[: -len(".vtrace")] if base.endswith(".vtrace") else base
+    # vram replay names a trace by its file's name less the extensions it knows; a .vtrace keeps its own.
+    t = row["trace"]
+    return t[: -len(".vtrace")] if t.endswith(".vtrace") else t
+
+
+def index(rows, where):
+    """The rows by (trace, policy); two replays of one trace under one policy cannot be told apart."""
+    by = {}
+    for r in rows:
+        key = (name(r), r["policy"])
+        if key in by:
+            raise SystemExit(f"replay_table: {where}: {key[0]} replayed twice under {key[1]}")
+        by[key] = r
+    return by
 
 
 def driver_seconds(row):
@@ -31,7 +43,7 @@ def driver_seconds(row):
 
 
 def summarize(rows, sim=None):
-    by = {(name(r), r["policy"]): r for r in rows}
+    by = index(rows, "the replays")
     traces = list(dict.fromkeys(name(r) for r in rows))
     missing = [(t, p) for t in traces for p in POLICIES if (t, p) not in by]
     if missing:
@@ -54,7 +66,7 @@ def summarize(rows, sim=None):
     out["synchronizations"] = sum(r["synchronizations"] for r in rows)
     out["failed_allocations"] = sum(r["failed_allocations"] for r in rows)
     if sim is not None:
-        s = {(name(r), r["policy"]): r for r in sim}
+        s = index(sim, "the simulated replays")
         same, within, ratios = {}, 0, {}
         for key, r in by.items():
             if key not in s:
@@ -93,7 +105,7 @@ def render(s):
     lines.append(f"synchronizations: {s['synchronizations']}; failed allocations: {s['failed_allocations']}")
     total = sum(k["seconds"] for k in s["kinds"].values())
     for kind, k in sorted(s["kinds"].items(), key=lambda kv: -kv[1]["seconds"]):
-        if k["calls"]:
+        if k["calls"] and total > 0:
             lines.append(f"vram's {kind}: {k['calls']:,} calls, {1e6 * k['seconds'] / k['calls']:.1f} us each, "
                          f"{100 * k['seconds'] / total:.0f}% of vram's driver time")
     if "same_as_sim" in s:

@@ -18,10 +18,10 @@ def row(trace, policy, reserved, live, seconds, calls, trace_s, warmup=0.0, sync
 
 
 CUDA = [
-    row("/w/a.vtrace", "vram", 1050, 1000, {"set_access": 0.002, "mem_map": 0.001},
+    row("a.vtrace", "vram", 1050, 1000, {"set_access": 0.002, "mem_map": 0.001},
         {"set_access": 4, "mem_map": 4, "event_record": 2}, 10.0, warmup=0.003),
-    row("/w/a.vtrace", "torch-expandable", 1100, 1000, {"mem_map": 0.0005}, {"mem_map": 1}, 10.0),
-    row("/w/a.vtrace", "torch-native", 1500, 1000, {"malloc": 0.001}, {"malloc": 1}, 10.0, warmup=0.001),
+    row("a.vtrace", "torch-expandable", 1100, 1000, {"mem_map": 0.0005}, {"mem_map": 1}, 10.0),
+    row("a.vtrace", "torch-native", 1500, 1000, {"malloc": 0.001}, {"malloc": 1}, 10.0, warmup=0.001),
     row("b.csv.gz", "vram", 2000, 2000, {"set_access": 0.006}, {"set_access": 2}, 100.0),
     row("b.csv.gz", "torch-expandable", 2000, 2000, {}, {}, 100.0),
     row("b.csv.gz", "torch-native", 4000, 2000, {"malloc": 0.002}, {"malloc": 2}, 100.0, failed=1),
@@ -75,6 +75,10 @@ class ReplayTable(unittest.TestCase):
             replay_table.summarize(CUDA[:5])
         with self.assertRaisesRegex(SystemExit, "b.csv.gz under vram is not in the simulated replays"):
             replay_table.summarize(CUDA, sim_rows()[:3])
+        with self.assertRaisesRegex(SystemExit, "the replays: a replayed twice under vram"):
+            replay_table.summarize(CUDA + [CUDA[0]])
+        with self.assertRaisesRegex(SystemExit, "the simulated replays: b.csv.gz replayed twice under torch-native"):
+            replay_table.summarize(CUDA, sim_rows() + [sim_rows()[5]])
 
 
 if __name__ == "__main__":
