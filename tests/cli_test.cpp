@@ -519,5 +519,53 @@ TEST(CliParse, ASimulatedDeviceMayRunBehindTheHost) {
     EXPECT_THROW(parse_device_spec(bad), usage_error) << bad;
 }
 
+// `vram probe --costs FILE` on the simulated device writes the model the device runs under: the table's
+// cuMemSetAccess at 64 MiB is halfway (in log2) between its 32 MiB and 128 MiB points, (38 + 33) / 2 = 35.5 us.
+// --json prints what the file holds.
+TEST(Cli, ProbeCostsWritesTheDevicesModel) {
+  const auto path = (test_dir() / "costs.json").string();
+  const outcome o = run("probe --costs " + path + " --device sim --rounds 2 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto printed = nlohmann::json::parse(o.out);
+  std::ifstream in(path);
+  const auto written = nlohmann::json::parse(in);
+  EXPECT_EQ(printed, written);
+  EXPECT_EQ(written["format"], "vram cost model");
+  EXPECT_EQ(written["simulated"], true);
+  EXPECT_EQ(written["rounds"], 2);
+  EXPECT_EQ(written["samples"].size(), 6u * 7 + 5 * 2 + 7);
+  EXPECT_EQ(written["curves"]["set_access"][3], nlohmann::json({64 * MiB, 35'500.0}));
+  EXPECT_EQ(written["curves"]["legacy_malloc"][0], nlohmann::json({2 * MiB, 42'300.0}));
+}
+
+// --device sim:costs=FILE replays under the file's model. With every call free but cudaMalloc (100 us) and
+// cudaFree (50 us), the small trace's three blocks under cuda-direct cost 3 x 100 + 3 x 50 = 450 us.
+TEST(Cli, ReplayUnderACostModelFile) {
+  const auto path = (test_dir() / "costs.json").string();
+  ASSERT_EQ(run("probe --costs " + path + " --device sim --rounds 1").code, 0);
+  nlohmann::json model;
+  std::ifstream(path) >> model;
+  for (auto& [kind, curve] : model["curves"].items()) curve = nlohmann::json::array({{1, 0}});
+  model["curves"]["legacy_malloc"] = {{1, 100'000}};
+  model["curves"]["legacy_free"] = {{1, 50'000}};
+  const auto edited = write_file("edited.json", model.dump());
+  const auto trace = write_file("small.csv", small_trace);
+  const outcome o = run("replay " + trace + " --policy cuda-direct --device sim:costs=" + edited + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto r = nlohmann::json::parse(o.out)[0];
+  EXPECT_EQ(r["device_calls"]["legacy_malloc"], 3);
+  EXPECT_DOUBLE_EQ(r["modelled_driver_seconds"].get<double>(), 450e-6);
+}
+
+TEST(Cli, ProbeCostsRefusesAFileItCannotWriteBeforeMeasuring) {
+  const outcome o = run("probe --costs /nonexistent/folder/costs.json --device sim");
+  EXPECT_NE(o.code, 0);
+  EXPECT_THAT(o.out, ::testing::HasSubstr("/nonexistent/folder/costs.json: cannot create"));
+  EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("call ")));  // no table: nothing was measured
+  const outcome bad = run("replay " + write_file("small.csv", small_trace) + " --device sim:costs=/nonexistent/c.json");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_THAT(bad.out, ::testing::HasSubstr("/nonexistent/c.json: cannot open the cost model"));
+}
+
 }  // namespace
 }  // namespace vram

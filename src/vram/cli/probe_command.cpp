@@ -2,16 +2,23 @@
 // the device, as the largest single block (searched to the granularity, and the classic halving search
 // beside it) and in all, with the fragmentation that follows (src/vram/device/probe.hpp).
 // `vram probe --snapshot FILE [--json]`: the same questions of a vram pool's snapshot, from its free ranges.
+// `vram probe --costs FILE [--rounds N] [--json]`: the device's own cost of every driver call, by size, written
+// as a cost model that `--device sim:costs=FILE` replays with (src/vram/device/cost_probe.hpp).
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
+#include "vram/device/cost_probe.hpp"
 #include "vram/device/probe.hpp"
+#include "vram/trace/file_io.hpp"
 
 namespace vram::cli {
 
@@ -21,6 +28,8 @@ struct probe_args {
   std::string device = "auto";
   std::string snapshot;
   std::string step;
+  std::string costs;
+  unsigned rounds = 16;
   bool no_total = false;
   bool json = false;
 };
@@ -53,8 +62,58 @@ void run_snapshot(const probe_args& a) {
   line("fragmentation", fmt::format("{:.1f}% (1 - largest / free)", 100.0 * s.fragmentation));
 }
 
+void run_costs(const probe_args& a) {
+  detail::check_writable(a.costs);  // before the work, not after it
+  const device_choice choice = open_device(parse_device_spec(a.device));
+  if (!choice.note.empty()) std::cerr << choice.note << '\n';
+  cost_probe_options o;
+  o.rounds = a.rounds;
+  progress_line progress;
+  o.progress = [&](std::string_view what) { progress.show(fmt::format("measuring {}", what)); };
+  const cost_probe_result r = measure_costs(*choice.dev, o);
+  progress.clear();
+
+  const cost_model table = cost_model::h200();
+  nlohmann::json samples = nlohmann::json::array();
+  for (const cost_sample& c : r.samples) {
+    samples.push_back({{"kind", to_string(c.kind)}, {"bytes", c.bytes}, {"calls", c.calls},
+                       {"median_ns", c.median_ns}, {"min_ns", c.min_ns}, {"max_ns", c.max_ns},
+                       {"table_ns", table.cost(c.kind, c.bytes)}});
+  }
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& [kind, bytes] : r.skipped) skipped.push_back({{"kind", to_string(kind)}, {"bytes", bytes}});
+  nlohmann::json j = r.model.to_json();
+  j["format"] = "vram cost model";
+  j["device"] = choice.dev->name();
+  j["simulated"] = choice.dev->simulated();
+  j["measured_at"] = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+  j["rounds"] = a.rounds;
+  j["samples"] = samples;
+  j["skipped"] = skipped;
+  detail::write_file_bytes(a.costs, j.dump(2) + "\n");
+  if (a.json) {
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  line("device", choice.dev->name());
+  std::cout << fmt::format("\n{:<20}{:>10}{:>7}{:>12}{:>12}{:>12}{:>12}{:>8}\n", "call", "size", "calls", "median us",
+                           "min us", "max us", "table us", "ratio");
+  for (const cost_sample& c : r.samples) {
+    const double t = static_cast<double>(table.cost(c.kind, c.bytes));
+    std::cout << fmt::format("{:<20}{:>10}{:>7}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>8}\n", to_string(c.kind),
+                             c.bytes ? format_bytes(c.bytes) : "-", c.calls, c.median_ns / 1e3, c.min_ns / 1e3,
+                             c.max_ns / 1e3, t / 1e3, t > 0 ? fmt::format("{:.2f}", c.median_ns / t) : "-");
+  }
+  for (const auto& [kind, bytes] : r.skipped) {
+    std::cout << fmt::format("skipped {} at {}: not one fits in half the free memory\n", to_string(kind), format_bytes(bytes));
+  }
+  std::cout << fmt::format("\nratio: the median over the shared H200 table's cost (the default model).\n"
+                           "Wrote {}: replay with this device's costs through --device sim:costs={}\n", a.costs, a.costs);
+}
+
 void run_probe(const probe_args& a) {
   if (!a.snapshot.empty()) return run_snapshot(a);
+  if (!a.costs.empty()) return run_costs(a);
   const device_choice choice = open_device(parse_device_spec(a.device));
   probe_options o;
   if (!a.step.empty()) o.step = parse_size(a.step);
@@ -100,9 +159,14 @@ void run_probe(const probe_args& a) {
 void add_probe_command(CLI::App& app) {
   auto a = std::make_shared<probe_args>();
   auto* cmd = app.add_subcommand("probe", "Find how much memory can be allocated now, in one block and in all");
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
+  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, sim:costs=FILE, cuda or cuda:N")->capture_default_str();
+  auto* snapshot = cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
   cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB");
+  cmd->add_option("--costs", a->costs, "Measure every driver call's cost by size and write the cost model to FILE "
+                                      "(for --device sim:costs=FILE)")
+      ->excludes(snapshot);
+  cmd->add_option("--rounds", a->rounds, "With --costs: calls of each kind at each size (the median is kept)")
+      ->check(CLI::Range(1u, 1000u))->capture_default_str();
   cmd->add_flag("--no-total", a->no_total, "Skip the allocatable total (which holds the memory for a moment)");
   cmd->add_flag("--json", a->json, "Print a JSON object");
   cmd->callback([a] { run_probe(*a); });

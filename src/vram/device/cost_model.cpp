@@ -6,7 +6,12 @@
 //  - the event, stream and cuMemGetInfo calls were not measured: flat assumed costs, named in docs/device.md.
 #include "vram/device/cost_model.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "vram/core/error.hpp"
@@ -14,6 +19,7 @@
 namespace vram {
 
 cost_curve::cost_curve(std::vector<std::pair<std::size_t, double>> points) {
+  given_ = points;
   points_.reserve(points.size());
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto [bytes, ns] = points[i];
@@ -46,7 +52,9 @@ std::uint64_t cost_curve::at(std::size_t bytes) const noexcept {
 cost_curve cost_curve::scaled(double factor) const {
   if (!(factor >= 0.0)) throw usage_error(fmt::format("cost_curve: factor {} must be >= 0", factor));
   cost_curve c;
+  c.given_ = given_;
   c.points_ = points_;
+  for (auto& p : c.given_) p.second *= factor;
   for (auto& p : c.points_) p.second *= factor;
   return c;
 }
@@ -117,5 +125,58 @@ cost_model cost_model::h200_lent() {
 }
 
 cost_model cost_model::zero() { return cost_model{}; }
+
+nlohmann::json cost_model::to_json() const {
+  nlohmann::json curves = nlohmann::json::object();
+  for (std::size_t k = 0; k < device_call_kinds; ++k) {
+    const auto& points = this->curves[k].points();
+    if (points.empty()) continue;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [bytes, ns] : points) list.push_back({bytes, ns});
+    curves[std::string(to_string(static_cast<device_call>(k)))] = std::move(list);
+  }
+  return {{"curves", std::move(curves)}};
+}
+
+cost_model cost_model::from_json(const nlohmann::json& j, const cost_model& base, std::string_view where) {
+  auto bad = [&](const std::string& why) { return input_error(fmt::format("{}: {}", where, why)); };
+  if (!j.is_object() || !j.contains("curves") || !j.at("curves").is_object()) {
+    throw bad("not a cost model: expected an object with \"curves\": {KIND: [[bytes, ns], ...]}");
+  }
+  cost_model m = base;
+  for (const auto& [name, list] : j.at("curves").items()) {
+    std::size_t k = 0;
+    while (k < device_call_kinds && to_string(static_cast<device_call>(k)) != name) ++k;
+    if (k == device_call_kinds) throw bad(fmt::format("unknown call kind \"{}\"", name));
+    if (!list.is_array() || list.empty()) throw bad(fmt::format("{}: expected a non-empty list of [bytes, ns]", name));
+    std::vector<std::pair<std::size_t, double>> points;
+    for (const auto& p : list) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_unsigned() || !p[1].is_number()) {
+        throw bad(fmt::format("{}: point {} is not [bytes, ns] with bytes a whole number", name, p.dump()));
+      }
+      points.emplace_back(p[0].get<std::size_t>(), p[1].get<double>());
+    }
+    try {
+      m.curves[k] = cost_curve(std::move(points));
+    } catch (const usage_error& e) {
+      throw bad(fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  return m;
+}
+
+cost_model cost_model::read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw input_error(fmt::format("{}: cannot open the cost model: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw input_error(fmt::format("{}: not JSON: {}", path, e.what()));
+  }
+  return from_json(j, h200(), path);
+}
 
 }  // namespace vram

@@ -6,7 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "vram/device/device.hpp"
 
@@ -21,9 +25,12 @@ class cost_curve {
   std::uint64_t at(std::size_t bytes) const noexcept;
   /// @brief The same curve with every cost multiplied by @p factor (>= 0).
   cost_curve scaled(double factor) const;
+  /// @brief The curve's points as given: (size in bytes, cost in ns), sizes ascending.
+  const std::vector<std::pair<std::size_t, double>>& points() const noexcept { return given_; }
 
  private:
-  std::vector<std::pair<double, double>> points_;  // (log2 size, ns)
+  std::vector<std::pair<std::size_t, double>> given_;  // (size, ns)
+  std::vector<std::pair<double, double>> points_;      // (log2 size, ns)
 };
 
 /// @brief Per-kind cost curves. For the virtual memory calls the size is the handle's size, and a call over
@@ -43,6 +50,15 @@ struct cost_model {
   static cost_model h200_lent();
   /// @brief Every call free: for tests that count calls only.
   static cost_model zero();
+
+  /// @brief The model as JSON: {"curves": {KIND: [[bytes, ns], ...], ...}}, every kind with a curve.
+  nlohmann::json to_json() const;
+  /// @brief A model from to_json()'s form (extra keys beside "curves" are ignored). Kinds the object leaves out
+  /// keep @p base's curves. @throws input_error naming @p where and what is wrong: not an object, an unknown
+  /// kind, a point that is not [bytes, ns], sizes not ascending, a cost below 0.
+  static cost_model from_json(const nlohmann::json& j, const cost_model& base, std::string_view where);
+  /// @brief from_json() of a file, over the shared table (h200()). @throws input_error naming the file.
+  static cost_model read_file(const std::string& path);
 };
 
 }  // namespace vram

@@ -1,7 +1,7 @@
 #pragma once
 // What `--device` accepts: "auto", "sim", "sim:CAPACITY" (e.g. sim:80GiB), "sim:costs=MODEL" and
-// "sim:CAPACITY,costs=MODEL" (MODEL: table, the shared H200 figures, the default; or lent, the H200 lent to
-// the project, cost_model::h200_lent), "sim:lag=DURATION" (the device runs that far behind the host, e.g.
+// "sim:CAPACITY,costs=MODEL" (MODEL: table, the shared H200 figures, the default; lent, the H200 lent to
+// the project, cost_model::h200_lent; or the path of a cost model file, as `vram probe --costs` writes), "sim:lag=DURATION" (the device runs that far behind the host, e.g.
 // lag=5ms: sim_device_options::lag_ns), each part after "sim:" in any order, comma-separated; "cuda", "cuda:N".
 
 #include <cstddef>
@@ -19,6 +19,7 @@ struct device_spec {
   enum class kind { automatic, sim, cuda } which = kind::automatic;
   std::optional<std::size_t> capacity;  // sim only
   bool lent_costs = false;               // sim only: cost_model::h200_lent() rather than h200()
+  std::string costs_file;                // sim only: a cost model file (cost_model::read_file) rather than h200()
   std::optional<std::int64_t> lag_ns;    // sim only: how far the device runs behind the host
   int index = 0;                        // cuda only
   std::string text;                     // as written
