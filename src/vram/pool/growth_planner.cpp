@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 namespace vram::detail {
@@ -22,7 +23,14 @@ bool overlaps(device_ptr a, std::size_t al, device_ptr b, std::size_t bl) { retu
 
 growth_plan plan_mapped(const handle_map& books, std::size_t s, std::size_t align, std::size_t zi, bool by_pinning) {
   const handle_map::zone& z = books.zone_at(zi);
-  growth_plan best;
+  // Every candidate here takes mapped memory (grows false, no calls), so growth_plan::key(true) orders them by
+  // (pinned, leftover, block) alone: compare those, and make the plan once, for the best.
+  struct candidate {
+    std::size_t pinned, leftover;
+    device_ptr block;
+    auto key() const { return std::tie(pinned, leftover, block); }
+  };
+  std::optional<candidate> best;
   std::size_t looked = 0;
   constexpr std::size_t ranges_considered = 8;
   z.free.for_each_fit(s, [&](device_ptr start, std::size_t len) {
@@ -30,16 +38,20 @@ growth_plan plan_mapped(const handle_map& books, std::size_t s, std::size_t alig
     for (std::size_t e = 0; e < (by_pinning ? 2u : 1u); ++e) {
       const device_ptr at = ends[e];
       if (at < start || at + s > start + len) continue;
-      growth_plan p;
-      p.valid = true;
-      p.block = at;
-      p.pinned = by_pinning ? books.pinned_by(at, s) : 0;  // short of tight, the best fit whatever it pins
-      p.leftover = len - s;
-      if (!best.valid || p.key(true) < best.key(true)) best = p;
+      // short of tight, the best fit whatever it pins
+      const candidate c{by_pinning ? books.pinned_by(at, s) : 0, len - s, at};
+      if (!best || c.key() < best->key()) best = c;
     }
-    return by_pinning && best.pinned > 0 && ++looked < ranges_considered;
+    return by_pinning && best && best->pinned > 0 && ++looked < ranges_considered;
   });
-  return best;
+  growth_plan plan;
+  if (best) {
+    plan.valid = true;
+    plan.block = best->block;
+    plan.pinned = best->pinned;
+    plan.leftover = best->leftover;
+  }
+  return plan;
 }
 
 // Growth candidates: the least pinning among the top, the holes, and (with aliases) pieces elsewhere.
