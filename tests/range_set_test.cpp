@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -81,6 +82,41 @@ TEST(RangeSet, ForEachLargestWalksFromTheLargest) {
     return seen.size() < 3;
   });
   EXPECT_EQ(seen, (std::vector<range>{{100, 30}, {300, 20}, {200, 20}}));  // ties: higher address first
+}
+
+// A carve or a merge changes a range's key by size; where the new key keeps its place among the others the
+// index changes it in place, else it moves the range. Both must leave the ranges in best-fit order.
+TEST(RangeSet, ARangeThatChangesTakesItsPlaceBySizeWhetherOrNotItMoves) {
+  range_set r;
+  r.insert(0, 100);
+  r.insert(1000, 300);
+  r.insert(2000, 500);
+  auto by_size = [&] {
+    std::vector<range> seen;
+    r.for_each_fit(1, [&](device_ptr a, std::size_t n) {
+      seen.emplace_back(a, n);
+      return true;
+    });
+    return seen;
+  };
+  r.erase(0, 10);  // 100 -> 90 bytes: still the smallest, so in place
+  r.validate();
+  EXPECT_EQ(by_size(), (std::vector<range>{{10, 90}, {1000, 300}, {2000, 500}}));
+  r.erase(2000, 450);  // 500 -> 50 bytes at 2450: from the largest to the smallest
+  r.validate();
+  EXPECT_EQ(by_size(), (std::vector<range>{{2450, 50}, {10, 90}, {1000, 300}}));
+  r.insert(2400, 50);  // joins the range after it: 100 bytes at 2400, between 90 and 300
+  r.validate();
+  EXPECT_EQ(by_size(), (std::vector<range>{{10, 90}, {2400, 100}, {1000, 300}}));
+  r.insert(100, 900);  // joins both neighbours: [10, 1300), the largest
+  r.validate();
+  EXPECT_EQ(by_size(), (std::vector<range>{{2400, 100}, {10, 1290}}));
+  EXPECT_EQ(r.ranges(), (std::map<device_ptr, std::size_t>{{10, 1290}, {2400, 100}}));
+  EXPECT_EQ(r.largest(), 1290u);
+  EXPECT_EQ(r.total(), 1390u);
+  EXPECT_EQ(r.take_best_fit(60, 1), std::optional<device_ptr>{2400});  // the smallest that holds 60
+  r.validate();
+  EXPECT_EQ(by_size(), (std::vector<range>{{2460, 40}, {10, 1290}}));
 }
 
 }  // namespace

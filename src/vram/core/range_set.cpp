@@ -17,23 +17,36 @@ void range_set::add(device_ptr addr, std::size_t size) {
 }
 
 void range_set::remove(std::map<device_ptr, std::size_t>::iterator it) {
-  by_size_.erase({it->second, it->first});
+  by_size_.erase(size_key{it->second, it->first});
   total_ -= it->second;
   by_addr_.erase(it);
 }
 
 void range_set::reset(std::map<device_ptr, std::size_t>::iterator it, device_ptr addr, std::size_t size) {
-  auto by_size = by_size_.extract({it->second, it->first});
+  const size_key now{size, addr};
+  const auto s = by_size_.find({it->second, it->first});
   total_ = total_ - it->second + size;
   if (it->first == addr) {
     it->second = size;  // same key: only the length changes
   } else {
+    // The ranges are disjoint and this one changes within its own bounds and the gaps beside it, so it keeps
+    // its place by address: the node goes back where it was, next to its successor, with no search.
+    const auto next = std::next(it);
     auto by_addr = by_addr_.extract(it);
     by_addr.key() = addr;
     by_addr.mapped() = size;
-    by_addr_.insert(std::move(by_addr));
+    by_addr_.insert(next, std::move(by_addr));
   }
-  by_size.value() = {size, addr};
+  // By size it keeps its place too where the new key still lies between its neighbours' (more than half the
+  // resets in a training step's replay): then the key changes in place.
+  const auto after = std::next(s);
+  if ((s == by_size_.begin() || *std::prev(s) < now) && (after == by_size_.end() || now < *after)) {
+    s->size = size;
+    s->addr = addr;
+    return;
+  }
+  auto by_size = by_size_.extract(s);
+  by_size.value() = now;
   by_size_.insert(std::move(by_size));
 }
 
@@ -112,15 +125,16 @@ bool range_set::overlaps(device_ptr addr, std::size_t size) const {
 
 std::optional<device_ptr> range_set::find_best_fit(std::size_t size, std::size_t align) const {
   for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it) {
-    const device_ptr at = round_up(it->second, align);
-    if (at + size <= it->second + it->first) return at;
+    const device_ptr at = round_up(it->addr, align);
+    if (at + size <= it->addr + it->size) return at;
   }
   return std::nullopt;
 }
 
 std::optional<device_ptr> range_set::take_best_fit(std::size_t size, std::size_t align) {
   for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it) {
-    const auto [len, start] = *it;
+    const device_ptr start = it->addr;
+    const std::size_t len = it->size;
     const device_ptr at = round_up(start, align);
     if (at + size > start + len) continue;  // the alignment pushed it out; try the next
     auto node = by_addr_.find(start);
@@ -150,11 +164,14 @@ void range_set::validate() const {
     if (size == 0) throw invariant_error(fmt::format("range_set: empty range at {:#x}", addr));
     if (!first && addr < end) throw invariant_error(fmt::format("range_set: range at {:#x} overlaps the one before", addr));
     if (!first && addr == end) throw invariant_error(fmt::format("range_set: range at {:#x} not merged with the one before", addr));
-    if (!by_size_.count({size, addr})) throw invariant_error(fmt::format("range_set: range at {:#x} missing by size", addr));
+    if (!by_size_.count(size_key{size, addr})) throw invariant_error(fmt::format("range_set: range at {:#x} missing by size", addr));
     sum += size;
     end = addr + size;
     first = false;
   }
+  for (auto it = by_size_.begin(); it != by_size_.end() && std::next(it) != by_size_.end(); ++it)
+    if (!(*it < *std::next(it)))
+      throw invariant_error(fmt::format("range_set: the size index is out of order at ({}, {:#x})", it->size, it->addr));
   if (sum != total_) throw invariant_error(fmt::format("range_set: total {} but ranges sum to {}", total_, sum));
 }
 

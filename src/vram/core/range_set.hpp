@@ -32,14 +32,14 @@ class range_set {
   template <class F>
   void for_each_fit(std::size_t size, F&& fn) const {
     for (auto it = by_size_.lower_bound({size, 0}); it != by_size_.end(); ++it)
-      if (!fn(it->second, it->first)) return;
+      if (!fn(it->addr, it->size)) return;
   }
   /// @brief Calls fn(addr, size) for each range, largest first (highest address on ties), until fn returns
   /// false.
   template <class F>
   void for_each_largest(F&& fn) const {
     for (auto it = by_size_.rbegin(); it != by_size_.rend(); ++it)
-      if (!fn(it->second, it->first)) return;
+      if (!fn(it->addr, it->size)) return;
   }
   /// @brief Whether any range of the set meets [addr, addr + size).
   bool overlaps(device_ptr addr, std::size_t size) const;
@@ -49,7 +49,7 @@ class range_set {
   std::optional<std::pair<device_ptr, std::size_t>> containing(device_ptr addr) const;
 
   std::size_t total() const noexcept { return total_; }
-  std::size_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
+  std::size_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->size; }
   std::size_t count() const noexcept { return by_addr_.size(); }
   bool empty() const noexcept { return by_addr_.empty(); }
   const std::map<device_ptr, std::size_t>& ranges() const noexcept { return by_addr_; }
@@ -64,8 +64,16 @@ class range_set {
   // allocating them: a carve or a merge changes one range far more often than it adds or removes one.
   void reset(std::map<device_ptr, std::size_t>::iterator it, device_ptr addr, std::size_t size);
 
+  // A range in the size index. Its members are mutable so that reset() can change a key in place where the
+  // order stays the same; nothing else writes them.
+  struct size_key {
+    mutable std::size_t size;
+    mutable device_ptr addr;
+    bool operator<(const size_key& o) const noexcept { return size != o.size ? size < o.size : addr < o.addr; }
+  };
+
   std::map<device_ptr, std::size_t> by_addr_;
-  std::set<std::pair<std::size_t, device_ptr>> by_size_;
+  std::set<size_key> by_size_;
   std::size_t total_ = 0;
 };
 
