@@ -483,7 +483,8 @@ TEST(Cli, SizesPoliciesAndDevicesParse) {
   EXPECT_EQ(*both.capacity, 80 * GiB);
   EXPECT_TRUE(both.lent_costs);
   EXPECT_FALSE(parse_device_spec("sim:costs=table").lent_costs);
-  EXPECT_THROW(parse_device_spec("sim:costs=fast"), usage_error);
+  EXPECT_THROW(parse_device_spec("sim:costs=fast"), usage_error);  // a model's name, or a FILE.json
+  EXPECT_EQ(parse_device_spec("sim:costs=card.json").costs_file, "card.json");
   EXPECT_THROW(parse_device_spec("sim:80GiB,90GiB"), usage_error);
   EXPECT_THROW(parse_device_spec("sim:80GiB,"), usage_error);
   EXPECT_EQ(sim_options(parse_device_spec("sim:costs=lent")).label, "simulated H200 (lent H200 costs)");

@@ -30,7 +30,7 @@ device_spec parse_device_spec(std::string_view text) {
   const std::string_view tail = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   auto bad = [&](std::string_view why) {
     return usage_error("bad device '" + std::string(text) + "': " + std::string(why) +
-                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, sim:costs=lent, sim:costs=FILE, sim:lag=5ms, sim:80GiB,costs=lent,lag=5ms, "
+                       " (use auto, sim, sim:CAPACITY such as sim:80GiB, sim:costs=lent, sim:costs=FILE.json, sim:lag=5ms, sim:80GiB,costs=lent,lag=5ms, "
                        "cuda or cuda:N)");
   };
   if (head == "auto") {
@@ -47,8 +47,8 @@ device_spec parse_device_spec(std::string_view text) {
           const std::string_view model = part.substr(6);
           if (s.lent_costs || !s.costs_file.empty()) throw bad("two cost models");
           if (model == "lent") s.lent_costs = true;
-          else if (model.empty()) throw bad("costs must be table, lent or a cost model file");
-          else if (model != "table") s.costs_file = std::string(model);
+          else if (model.ends_with(".json")) s.costs_file = std::string(model);
+          else if (model != "table") throw bad("costs must be table, lent or a cost model FILE.json (vram probe --costs writes one)");
         } else if (part.starts_with("lag=")) {
           if (s.lag_ns) throw bad("two lags");
           try {

@@ -1,8 +1,9 @@
 #pragma once
 // What `--device` accepts: "auto", "sim", "sim:CAPACITY" (e.g. sim:80GiB), "sim:costs=MODEL" and
-// "sim:CAPACITY,costs=MODEL" (MODEL: table, the shared H200 figures, the default; lent, the H200 lent to
-// the project, cost_model::h200_lent; or the path of a cost model file, as `vram probe --costs` writes), "sim:lag=DURATION" (the device runs that far behind the host, e.g.
-// lag=5ms: sim_device_options::lag_ns), each part after "sim:" in any order, comma-separated; "cuda", "cuda:N".
+// "sim:CAPACITY,costs=MODEL" (MODEL: table, the shared H200 figures, the default; lent, the H200 lent to the
+// project, cost_model::h200_lent; or the path of a cost model file ending in .json, as `vram probe --costs`
+// writes), "sim:lag=DURATION" (the device runs that far behind the host, e.g. lag=5ms:
+// sim_device_options::lag_ns), each part after "sim:" in any order, comma-separated; "cuda", "cuda:N".
 
 #include <cstddef>
 #include <memory>
