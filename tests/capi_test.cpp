@@ -11,10 +11,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -518,6 +522,34 @@ TEST(capi_pool_table, threads_that_first_use_a_device_together_share_one_pool) {
     if (i != 5) EXPECT_EQ(table.existing(i), nullptr) << i;  // no other pool was made
   }
   EXPECT_NO_THROW(table.validate());
+}
+
+// VRAM_DEVICE=sim:costs=FILE: the simulated devices run under the file's model, read once when the table is
+// made; a file that cannot be read is a bad VRAM_DEVICE, told by every call as a malformed value is.
+TEST(capi_pool_table, a_cost_model_file_is_read_at_start) {
+  const auto path = (std::filesystem::temp_directory_path() / ("vram_capi_costs_" + std::to_string(getpid()) + ".json")).string();
+  std::ofstream(path) << R"({"curves": {"mem_create": [[1, 1000000]]}})";
+  vram::capi::pool_table table(("sim:64MiB,costs=" + path).c_str());
+  std::remove(path.c_str());  // read already: the devices made later do not need it
+  EXPECT_EQ(table.device_count(), 8);
+  EXPECT_THAT(table.device_name(1), HasSubstr("(costs from " + path + ") #1"));
+  const auto p = table.pool(1).allocate(1000);
+  EXPECT_NO_THROW(table.validate());
+  table.pool(1).deallocate(p, 1000);
+
+  vram::capi::pool_table missing("sim:costs=/nonexistent/costs.json");
+  EXPECT_THROW(
+      {
+        try {
+          missing.device_count();
+        } catch (const vram::usage_error& e) {
+          EXPECT_THAT(e.what(), StartsWith("VRAM_DEVICE='sim:costs=/nonexistent/costs.json': /nonexistent/costs.json: "
+                                           "cannot open the cost model"));
+          throw;
+        }
+      },
+      vram::usage_error);
+  EXPECT_THROW(missing.pool(0), vram::usage_error);
 }
 
 TEST(capi_pool_table, cuda_without_a_gpu_is_a_device_error) {

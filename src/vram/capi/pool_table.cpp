@@ -15,6 +15,11 @@ namespace vram::capi {
 
 pool_table::pool_table(const char* device_env) {
   const std::string_view text = device_env != nullptr && *device_env != '\0' ? device_env : "auto";
+  auto refuse = [&](status why, const std::exception& e) {
+    config_status_ = why;
+    config_error_ = fmt::format("VRAM_DEVICE='{}': {}", text, e.what());
+    count_ = 0;
+  };
   try {
     spec_ = parse_device_spec(text);
     if (spec_.which == device_spec::kind::cuda && text.find(':') != std::string_view::npos) {
@@ -32,15 +37,16 @@ pool_table::pool_table(const char* device_env) {
         return;
       }
     }
-    if (simulated_) count_ = sim_device_count;
+    if (simulated_) {
+      sim_ = sim_options(spec_);  // a cost model file that cannot be read is a bad VRAM_DEVICE, told at once
+      count_ = sim_device_count;
+    }
   } catch (const usage_error& e) {
-    config_status_ = status::invalid_argument;
-    config_error_ = fmt::format("VRAM_DEVICE='{}': {}", text, e.what());
-    count_ = 0;
+    refuse(status::invalid_argument, e);
+  } catch (const input_error& e) {
+    refuse(status::invalid_argument, e);
   } catch (const std::exception& e) {
-    config_status_ = status::internal;
-    config_error_ = fmt::format("VRAM_DEVICE='{}': {}", text, e.what());
-    count_ = 0;
+    refuse(status::internal, e);
   }
 }
 
@@ -80,7 +86,7 @@ pool_table::entry& pool_table::make(int index) {
   if (entry* e = slot.load(std::memory_order_acquire)) return *e;
   auto e = std::make_unique<entry>();
   if (simulated_) {
-    sim_device_options o = sim_options(spec_);
+    sim_device_options o = sim_;
     o.label = fmt::format("{} #{}", o.label, index);
     o.index = index;  // each simulated device its own addresses, as each GPU has
     e->dev = std::make_unique<sim_device>(o);

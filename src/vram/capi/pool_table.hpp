@@ -3,8 +3,9 @@
 //
 // Policy decisions:
 //  - What stands behind the indices is chosen once, from VRAM_DEVICE: "auto" (the default; CUDA device N
-//    when a GPU is usable, else simulated device N), "sim", "sim:CAPACITY" or "cuda". The count is the
-//    driver's device count for CUDA and sim_device_count for the simulated devices. "cuda:N" is refused:
+//    when a GPU is usable, else simulated device N), "sim", "sim:CAPACITY" (either with ",costs=FILE": a
+//    cost model file, read once, when the table is made) or "cuda". The count is the driver's device count
+//    for CUDA and sim_device_count for the simulated devices. "cuda:N" is refused:
 //    the index comes with each call (CUDA_VISIBLE_DEVICES chooses which GPUs a process sees).
 //  - A malformed VRAM_DEVICE, or "cuda" where no GPU is usable, is remembered and reported by every call.
 //  - A pool is made under one mutex, the first time its index is used, with pool_options::from_environment();
@@ -89,6 +90,7 @@ class pool_table {
   [[noreturn]] void throw_config_error() const;
 
   device_spec spec_;
+  sim_device_options sim_;          // the simulated devices' options (a cost model file read once, at start)
   int count_ = 0;                   // 0 when config_error_ is set
   bool simulated_ = true;
   status config_status_ = status::success;
