@@ -563,6 +563,10 @@ TEST(Cli, ProbeCostsRefusesAFileItCannotWriteBeforeMeasuring) {
   EXPECT_NE(o.code, 0);
   EXPECT_THAT(o.out, ::testing::HasSubstr("/nonexistent/folder/costs.json: cannot create"));
   EXPECT_THAT(o.out, ::testing::Not(::testing::HasSubstr("call ")));  // no table: nothing was measured
+  const outcome txt = run("probe --costs costs.txt --device sim");  // sim:costs= would not take it
+  EXPECT_EQ(txt.code, 2);
+  EXPECT_THAT(txt.out, ::testing::HasSubstr("--costs costs.txt: the file's name must end in .json"));
+  EXPECT_EQ(run("probe --rounds 3 --device sim").code, 2);  // --rounds without --costs means nothing
   const outcome bad = run("replay " + write_file("small.csv", small_trace) + " --device sim:costs=/nonexistent/c.json");
   EXPECT_NE(bad.code, 0);
   EXPECT_THAT(bad.out, ::testing::HasSubstr("/nonexistent/c.json: cannot open the cost model"));

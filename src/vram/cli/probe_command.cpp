@@ -2,8 +2,8 @@
 // the device, as the largest single block (searched to the granularity, and the classic halving search
 // beside it) and in all, with the fragmentation that follows (src/vram/device/probe.hpp).
 // `vram probe --snapshot FILE [--json]`: the same questions of a vram pool's snapshot, from its free ranges.
-// `vram probe --costs FILE [--rounds N] [--json]`: the device's own cost of every driver call, by size, written
-// as a cost model that `--device sim:costs=FILE` replays with (src/vram/device/cost_probe.hpp).
+// `vram probe --costs FILE.json [--rounds N] [--json]`: the device's own cost of every driver call, by size, written
+// as a cost model that `--device sim:costs=FILE.json` replays with (src/vram/device/cost_probe.hpp).
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -14,6 +14,7 @@
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
+#include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
 #include "vram/device/cost_probe.hpp"
@@ -63,6 +64,10 @@ void run_snapshot(const probe_args& a) {
 }
 
 void run_costs(const probe_args& a) {
+  if (!a.costs.ends_with(".json")) {
+    throw usage_error(fmt::format("--costs {}: the file's name must end in .json, as --device sim:costs=FILE.json "
+                                  "takes it", a.costs));
+  }
   detail::check_writable(a.costs);  // before the work, not after it
   const device_choice choice = open_device(parse_device_spec(a.device));
   if (!choice.note.empty()) std::cerr << choice.note << '\n';
@@ -159,14 +164,16 @@ void run_probe(const probe_args& a) {
 void add_probe_command(CLI::App& app) {
   auto a = std::make_shared<probe_args>();
   auto* cmd = app.add_subcommand("probe", "Find how much memory can be allocated now, in one block and in all");
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, sim:costs=FILE, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, sim:costs=FILE.json, cuda or cuda:N")->capture_default_str();
   auto* snapshot = cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
   cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB");
-  cmd->add_option("--costs", a->costs, "Measure every driver call's cost by size and write the cost model to FILE "
-                                      "(for --device sim:costs=FILE)")
-      ->excludes(snapshot);
+  auto* costs = cmd->add_option("--costs", a->costs, "Measure every driver call's cost by size and write the cost "
+                                                   "model to FILE.json (for --device sim:costs=FILE.json)")
+                    ->excludes(snapshot);
   cmd->add_option("--rounds", a->rounds, "With --costs: calls of each kind at each size (the median is kept)")
-      ->check(CLI::Range(1u, 1000u))->capture_default_str();
+      ->check(CLI::Range(1u, 1000u))
+      ->needs(costs)
+      ->capture_default_str();
   cmd->add_flag("--no-total", a->no_total, "Skip the allocatable total (which holds the memory for a moment)");
   cmd->add_flag("--json", a->json, "Print a JSON object");
   cmd->callback([a] { run_probe(*a); });
