@@ -12,7 +12,7 @@ namespace vram::detail {
 
 void range_set::add(device_ptr addr, std::size_t size) {
   by_addr_.emplace(addr, size);
-  by_size_.emplace(size, addr);
+  by_size_.insert(size_key{size, addr});
   total_ += size;
 }
 
