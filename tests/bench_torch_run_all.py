@@ -222,5 +222,29 @@ class VramEnv(unittest.TestCase):
         self.assertEqual(allocators.vram_env({"PATH": "/bin"}), {})
 
 
+class GitChanged(unittest.TestCase):
+    def test_the_tracked_files_that_differ_from_the_commit_named(self):
+        import subprocess
+        import allocators
+        repo = Path(tempfile.mkdtemp(prefix="run_all_git-"))
+        saved = allocators.REPO
+        try:
+            allocators.REPO = repo
+            self.assertIsNone(run_all.git_changed())            # no git metadata
+            git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            (repo / "a.txt").write_text("a\n")
+            (repo / "b.txt").write_text("b\n")
+            subprocess.run(git + ["add", "a.txt", "b.txt"], check=True)
+            subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+            self.assertEqual(run_all.git_changed(), [])
+            (repo / "b.txt").write_text("changed\n")           # as a tree checked out at another commit
+            (repo / "new.txt").write_text("untracked\n")        # not tracked: not counted
+            self.assertEqual(run_all.git_changed(), ["b.txt"])
+        finally:
+            allocators.REPO = saved
+            shutil.rmtree(repo, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -47,6 +47,15 @@ def sh(cmd):
         return None
 
 
+def git_changed():
+    """Tracked files whose content differs from git_commit: a copy of the tree whose git metadata names
+    another commit than the files it holds says so here (None: no git metadata)."""
+    if sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"]) is None:
+        return None
+    out = sh(["git", "-C", str(allocators.REPO), "diff", "--name-only", "HEAD"])
+    return out.splitlines() if out else []
+
+
 def library_info():
     lib = allocators.default_library()
     if not lib or not Path(lib).exists():
@@ -252,6 +261,7 @@ def main():
     doc = {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "gpu": gpu, "torch_version": None, "cuda_version": None, "python": sys.version.split()[0],
            "git_commit": sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"]),
+           "git_changed": git_changed(),
            "libvram": library_info(),
            "settings": {"repeats": args.repeats, "budget_s": args.budget_s, "workloads": args.workloads,
                         "allocators": args.allocators, "steps": {w: steps[w] for w in args.workloads if w not in seconds},
