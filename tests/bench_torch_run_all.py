@@ -230,17 +230,19 @@ class GitChanged(unittest.TestCase):
         saved = allocators.REPO
         try:
             allocators.REPO = repo
-            self.assertIsNone(run_all.git_changed())            # no git metadata
+            self.assertIsNone(run_all.git_changed(None))        # no git metadata
+            head = lambda: run_all.sh(["git", "-C", str(repo), "rev-parse", "HEAD"])  # noqa: E731
+            self.assertIsNone(head())
             git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
             subprocess.run(git + ["init", "-q"], check=True)
             (repo / "a.txt").write_text("a\n")
             (repo / "b.txt").write_text("b\n")
             subprocess.run(git + ["add", "a.txt", "b.txt"], check=True)
             subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
-            self.assertEqual(run_all.git_changed(), [])
+            self.assertEqual(run_all.git_changed(head()), [])
             (repo / "b.txt").write_text("changed\n")           # as a tree checked out at another commit
             (repo / "new.txt").write_text("untracked\n")        # not tracked: not counted
-            self.assertEqual(run_all.git_changed(), ["b.txt"])
+            self.assertEqual(run_all.git_changed(head()), ["b.txt"])
         finally:
             allocators.REPO = saved
             shutil.rmtree(repo, ignore_errors=True)

@@ -47,12 +47,12 @@ def sh(cmd):
         return None
 
 
-def git_changed():
-    """Tracked files whose content differs from git_commit: a copy of the tree whose git metadata names
-    another commit than the files it holds says so here (None: no git metadata)."""
-    if sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"]) is None:
+def git_changed(commit):
+    """Tracked files whose content differs from @p commit (git_commit, None where the copy has no git
+    metadata): a copy of the tree whose git metadata names another commit than the files it holds says so."""
+    if commit is None:
         return None
-    out = sh(["git", "-C", str(allocators.REPO), "diff", "--name-only", "HEAD"])
+    out = sh(["git", "-C", str(allocators.REPO), "diff", "--name-only", commit])
     return out.splitlines() if out else []
 
 
@@ -258,10 +258,11 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
 
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+    commit = sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"])
     doc = {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "gpu": gpu, "torch_version": None, "cuda_version": None, "python": sys.version.split()[0],
-           "git_commit": sh(["git", "-C", str(allocators.REPO), "rev-parse", "HEAD"]),
-           "git_changed": git_changed(),
+           "git_commit": commit,
+           "git_changed": git_changed(commit),
            "libvram": library_info(),
            "settings": {"repeats": args.repeats, "budget_s": args.budget_s, "workloads": args.workloads,
                         "allocators": args.allocators, "steps": {w: steps[w] for w in args.workloads if w not in seconds},
