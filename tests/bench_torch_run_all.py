@@ -248,5 +248,53 @@ class GitChanged(unittest.TestCase):
             shutil.rmtree(repo, ignore_errors=True)
 
 
+class BuildHeader(unittest.TestCase):
+    """bench/build-header.sh, which every GPU run's 1-build.txt starts with."""
+
+    def header(self, repo):
+        import os
+        import subprocess
+        script = Path(__file__).resolve().parents[1] / "bench" / "build-header.sh"
+        smi = repo.parent / (repo.name + "-bin")
+        smi.mkdir()
+        (smi / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB'\n")
+        (smi / "nvidia-smi").chmod(0o755)
+        env = dict(os.environ, PATH=f"{smi}:{os.environ['PATH']}")
+        out = subprocess.run(["bash", "-c", f"source {script}; build_header"], cwd=repo, env=env,
+                             capture_output=True, text=True, check=True).stdout
+        shutil.rmtree(smi)
+        return [line.split(None, 1) for line in out.splitlines()]
+
+    def test_commit_changed_files_and_the_commit_asked_for(self):
+        import subprocess
+        repo = Path(tempfile.mkdtemp(prefix="build_header-"))
+        try:
+            lines = self.header(repo)                         # no git metadata
+            self.assertEqual([w[0] for w in lines], ["date:", "commit:", "NVIDIA"])
+            self.assertEqual(lines[1][1], "(no git metadata in this copy)")
+            git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            (repo / "a.txt").write_text("a\n")
+            subprocess.run(git + ["add", "a.txt"], check=True)
+            subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+            head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+            lines = self.header(repo)                         # clean, nothing asked: no changed or asked line
+            self.assertEqual([w[0] for w in lines], ["date:", "commit:", "NVIDIA"])
+            self.assertEqual(lines[1][1], head)
+            self.assertEqual(lines[2][1], "H100 80GB HBM3, 580.95.05, 81559 MiB")
+            (repo / ".gpubuild").mkdir()
+            (repo / ".gpubuild" / "commit").write_text(head + "\n")  # asked for the commit it has: no line
+            self.assertEqual([w[0] for w in self.header(repo)], ["date:", "commit:", "NVIDIA"])
+            other = "f" * 40
+            (repo / ".gpubuild" / "commit").write_text(other + "\n")
+            (repo / "a.txt").write_text("another commit's a\n")
+            lines = self.header(repo)
+            self.assertEqual([w[0] for w in lines], ["date:", "commit:", "changed:", "asked:", "NVIDIA"])
+            self.assertTrue(lines[2][1].startswith("1 tracked files differ"))
+            self.assertTrue(lines[3][1].startswith(other + " (.gpubuild/commit"))
+        finally:
+            shutil.rmtree(repo, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
