@@ -22,6 +22,28 @@ MAX_MARKS = 20000          # per-step timings are kept for at most this many ste
 DEFAULT_WARMUP = {"transformer_train": 3, "cnn_train": 3, "serving": 10}
 
 
+SLOW_STEP = 1.25           # a step over this times the run's median step counts as slow in step_windows
+
+
+def step_windows(ms, n=10):
+    """The timed steps in order, cut into n runs of consecutive steps (the first ones a step longer where n does
+    not divide them), each with its first step, its count, its median step in ms and how many of its steps are
+    slow (over SLOW_STEP times the median of the whole run): where a run's slow steps lie in time, bunched in
+    a spell of the machine or spread over the run."""
+    if not ms:
+        return []
+    slow = SLOW_STEP * statistics.median(ms)
+    n = min(n, len(ms))
+    size, extra = divmod(len(ms), n)
+    out, first = [], 0
+    for k in range(n):
+        part = ms[first:first + size + (k < extra)]
+        out.append({"first_step": first, "steps": len(part), "median_ms": statistics.median(part),
+                    "slow_steps": sum(t > slow for t in part)})
+        first += len(part)
+    return out
+
+
 class NvmlSampler(threading.Thread):
     """Reads this process's device memory through NVML every `interval` seconds and keeps the peak.
 
@@ -138,7 +160,7 @@ def main():
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), "alloc_conf_note": conf_note,
         "vram_env": allocators.vram_env(),
         "steps": 0, "steps_ok": 0, "wall_s": None, "step_ms_median": None, "step_ms_mean": None,
-        "step_ms_p90": None, "step_ms_max": None, "step_ms_count": 0,
+        "step_ms_p90": None, "step_ms_max": None, "step_ms_count": 0, "slow_steps": None, "step_windows": [],
         "failures": 0, "warmup_failures": 0, "first_failure_s": None, "first_failure_step": None,
         "first_failure_message": None, "free_share_at_first_failure": None, "nvml_used_at_first_failure": None,
         "error": None, "error_s": None,
@@ -242,6 +264,8 @@ def main():
             report["step_ms_mean"] = report["wall_s"] * 1000 / i
         ms = [a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
         if ms:
+            report["step_windows"] = step_windows(ms)
+            report["slow_steps"] = sum(w["slow_steps"] for w in report["step_windows"])
             ms.sort()
             report.update(step_ms_median=statistics.median(ms), step_ms_p90=ms[int(0.9 * (len(ms) - 1))],
                           step_ms_max=ms[-1], step_ms_count=len(ms))
