@@ -12,6 +12,6 @@ build_header() {
     [[ $changed -gt 0 ]] && echo "changed: $changed tracked files differ from that commit (git diff --name-only HEAD)"
   fi
   asked=$(cat .gpubuild/commit 2>/dev/null)
-  [[ -n $asked && $asked != "$head" ]] && echo "asked:   $asked (.gpubuild/commit: the tree's files are that commit's)"
+  [[ -n $asked && $asked != "$head" ]] && echo "asked:   $asked (.gpubuild/commit: the commit the tree was checked out at)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
 }

@@ -399,6 +399,21 @@ class Merge(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("commits: aaaaaaaaaaaa, bbbbbbbbbbbb; libvram sha256: aaaa-lib, bbbb-lib; 2 files", out)
 
+    def test_the_commit_asked_for_is_the_runs_commit(self):
+        # b's copy named commit b but was asked to be a (.gpubuild/commit): one commit, no --allow-commits.
+        asked = self.serving(2, 120, 130, 520, 509, commit="b" * 40)
+        asked["git_asked"] = "a" * 40
+        a = self.write("a.json", self.serving(1, 100, 110, 500, 505))
+        b = self.write("b.json", asked)
+        rc, out, err = self.main(a, b)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("commits: aaaaaaaaaaaa; ", out)
+        # asked for c where a was run: two commits, refused as any two are.
+        asked["git_asked"] = "c" * 40
+        rc, _, err = self.main(a, self.write("c.json", asked))
+        self.assertEqual(rc, 2)
+        self.assertIn("different commits: aaaaaaaaaaaa, cccccccccccc (--allow-commits", err)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -248,6 +248,28 @@ class GitChanged(unittest.TestCase):
             shutil.rmtree(repo, ignore_errors=True)
 
 
+class GitAsked(unittest.TestCase):
+    def test_the_commit_named_in_gpubuild_where_it_is_another(self):
+        import allocators
+        repo = Path(tempfile.mkdtemp(prefix="run_all_asked-"))
+        saved = allocators.REPO
+        try:
+            allocators.REPO = repo
+            head, other = "a" * 40, "f" * 40
+            self.assertIsNone(run_all.git_asked(head))          # no .gpubuild/commit
+            (repo / ".gpubuild").mkdir()
+            (repo / ".gpubuild" / "commit").write_text("")
+            self.assertIsNone(run_all.git_asked(head))          # empty
+            (repo / ".gpubuild" / "commit").write_text(head + "\n")
+            self.assertIsNone(run_all.git_asked(head))          # the commit the copy has
+            (repo / ".gpubuild" / "commit").write_text(other + "\n")
+            self.assertEqual(run_all.git_asked(head), other)
+            self.assertEqual(run_all.git_asked(None), other)    # a copy without git metadata
+        finally:
+            allocators.REPO = saved
+            shutil.rmtree(repo, ignore_errors=True)
+
+
 class BuildHeader(unittest.TestCase):
     """bench/build-header.sh, which every GPU run's 1-build.txt starts with."""
 

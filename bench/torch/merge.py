@@ -186,7 +186,8 @@ def merge(docs, allow_commits=False):
     if len(models) > 1:
         raise MergeError("runs from different GPU models cannot be put side by side: " + ", ".join(models) +
                          " (merge each model's files on their own)")
-    commits = sorted({d.get("git_commit") or "unknown" for _, d in docs})
+    # A run's commit is the one it was asked for where its copy's git metadata named another (git_asked).
+    commits = sorted({d.get("git_asked") or d.get("git_commit") or "unknown" for _, d in docs})
     if len(commits) > 1 and not allow_commits:
         raise MergeError("runs built from different commits: " + ", ".join(c[:12] for c in commits) +
                          " (--allow-commits where they share the pool's code)")

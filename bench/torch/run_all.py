@@ -56,6 +56,17 @@ def git_changed(commit):
     return out.splitlines() if out else []
 
 
+def git_asked(commit):
+    """The commit named in .gpubuild/commit where it is not @p commit: a copy of a tree checked out at one
+    commit whose git metadata names another (the tip it was copied with) says which it was asked to be.
+    None where the file is missing or empty or names @p commit."""
+    try:
+        asked = (allocators.REPO / ".gpubuild" / "commit").read_text().strip()
+    except OSError:
+        return None
+    return asked if asked and asked != commit else None
+
+
 def library_info():
     lib = allocators.default_library()
     if not lib or not Path(lib).exists():
@@ -263,6 +274,7 @@ def main():
            "gpu": gpu, "torch_version": None, "cuda_version": None, "python": sys.version.split()[0],
            "git_commit": commit,
            "git_changed": git_changed(commit),
+           "git_asked": git_asked(commit),
            "libvram": library_info(),
            "settings": {"repeats": args.repeats, "budget_s": args.budget_s, "workloads": args.workloads,
                         "allocators": args.allocators, "steps": {w: steps[w] for w in args.workloads if w not in seconds},
