@@ -16,7 +16,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
 os.environ.setdefault("VRAM_DEVICE", "sim:64MiB")
-for _name in [n for n in os.environ if n.startswith("VRAM_") and n not in ("VRAM_DEVICE", "VRAM_LIBRARY")]:
+for _name in [n for n in os.environ if n.startswith("VRAM_") and n not in ("VRAM_DEVICE", "VRAM_LIBRARY", "VRAM_CLI")]:
     del os.environ[_name]  # no setting or recording from the caller's environment
 os.environ["VRAM_THREAD_CACHE"] = "0"
 sys.path.insert(0, str(PACKAGE))
@@ -208,11 +208,34 @@ class Recording(unittest.TestCase):
     def test_a_recording_into_a_missing_folder_is_refused(self):
         with self.assertRaises(vram.VramError) as caught:
             vram.record_start("/nonexistent-folder/run.vram")
-        # vram.h says VRAM_ERROR_DEVICE here, the library (and tests/capi_recording_test.cpp) give
-        # VRAM_ERROR_INVALID_ARGUMENT: either is an error naming the file.
-        self.assertIn(caught.exception.code, (2, 3))
+        self.assertEqual(caught.exception.code, 2)  # VRAM_ERROR_INVALID_ARGUMENT, as vram.h says
         self.assertIn("vram_record_start(path=/nonexistent-folder/run.vram): /nonexistent-folder/run.vram: "
                       "cannot create", str(caught.exception))
+
+
+class RecordingFromTheEnvironment(unittest.TestCase):
+    def test_vram_record_is_written_at_exit_and_replays_to_the_programs_peak_live(self):
+        """VRAM_RECORD=path in a program's environment, no call to stop it: the program's exit flushes the
+        trace, and `vram replay` of it gives the bytes the program held at its peak."""
+        cli = os.environ.get("VRAM_CLI")
+        if not cli:
+            self.skipTest("VRAM_CLI names no vram binary (the ctest command sets it)")
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "run.vram"
+            # 3 MiB, then 1000 bytes; the 3 MiB go; then 5 MiB, left live at exit with the 1000 bytes.
+            code = ("from vram._library import free, malloc\n"
+                    "a = malloc(3 << 20, 0)\nb = malloc(1000, 0)\nfree(a, 3 << 20, 0)\nc = malloc(5 << 20, 0)\n")
+            env = dict(os.environ, PYTHONPATH=str(PACKAGE), VRAM_RECORD=str(path), VRAM_LIBRARY=vram.library_path())
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            r = subprocess.run([cli, "replay", str(path), "--policy", "vram", "--device", "sim", "--json"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            import json
+            row = json.loads(r.stdout)[0]
+        self.assertEqual((row["events"], row["allocations"], row["unmatched_frees"]), (4, 3, 0))
+        self.assertEqual(row["peak_live_bytes"], 5 * MiB + 1000)  # the last two together, more than 3 MiB + 1000
+        self.assertEqual(row["peak_allocated_bytes"], 5 * MiB + 1024)  # 1000 rounds up to 512 bytes' multiple
 
 
 class Loading(unittest.TestCase):
