@@ -222,14 +222,24 @@ class VramEnv(unittest.TestCase):
         self.assertEqual(allocators.vram_env({"PATH": "/bin"}), {})
 
 
+@contextlib.contextmanager
+def repo_folder(prefix):
+    """An empty folder that run_all.py takes for the repository while the block runs."""
+    import allocators
+    repo = Path(tempfile.mkdtemp(prefix=prefix))
+    saved = allocators.REPO
+    try:
+        allocators.REPO = repo
+        yield repo
+    finally:
+        allocators.REPO = saved
+        shutil.rmtree(repo, ignore_errors=True)
+
+
 class GitChanged(unittest.TestCase):
     def test_the_tracked_files_that_differ_from_the_commit_named(self):
         import subprocess
-        import allocators
-        repo = Path(tempfile.mkdtemp(prefix="run_all_git-"))
-        saved = allocators.REPO
-        try:
-            allocators.REPO = repo
+        with repo_folder("run_all_git-") as repo:
             self.assertIsNone(run_all.git_changed(None))        # no git metadata
             head = lambda: run_all.sh(["git", "-C", str(repo), "rev-parse", "HEAD"])  # noqa: E731
             self.assertIsNone(head())
@@ -243,18 +253,11 @@ class GitChanged(unittest.TestCase):
             (repo / "b.txt").write_text("changed\n")           # as a tree checked out at another commit
             (repo / "new.txt").write_text("untracked\n")        # not tracked: not counted
             self.assertEqual(run_all.git_changed(head()), ["b.txt"])
-        finally:
-            allocators.REPO = saved
-            shutil.rmtree(repo, ignore_errors=True)
 
 
 class GitAsked(unittest.TestCase):
     def test_the_commit_named_in_gpubuild_where_it_is_another(self):
-        import allocators
-        repo = Path(tempfile.mkdtemp(prefix="run_all_asked-"))
-        saved = allocators.REPO
-        try:
-            allocators.REPO = repo
+        with repo_folder("run_all_asked-") as repo:
             head, other = "a" * 40, "f" * 40
             self.assertIsNone(run_all.git_asked(head))          # no .gpubuild/commit
             (repo / ".gpubuild").mkdir()
@@ -265,9 +268,6 @@ class GitAsked(unittest.TestCase):
             (repo / ".gpubuild" / "commit").write_text(other + "\n")
             self.assertEqual(run_all.git_asked(head), other)
             self.assertEqual(run_all.git_asked(None), other)    # a copy without git metadata
-        finally:
-            allocators.REPO = saved
-            shutil.rmtree(repo, ignore_errors=True)
 
 
 class BuildHeader(unittest.TestCase):
