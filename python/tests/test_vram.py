@@ -6,6 +6,7 @@ Sizes round up to 512 bytes (1000 -> 1024). A block of up to 64 KiB lives in the
 3 MiB block takes two 2 MiB handles of the large zone: 6 MiB reserved for the two.
 """
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -231,7 +232,6 @@ class RecordingFromTheEnvironment(unittest.TestCase):
             r = subprocess.run([cli, "replay", str(path), "--policy", "vram", "--device", "sim", "--json"],
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stderr)
-            import json
             row = json.loads(r.stdout)[0]
         self.assertEqual((row["events"], row["allocations"], row["unmatched_frees"]), (4, 3, 0))
         self.assertEqual(row["peak_live_bytes"], 5 * MiB + 1000)  # the last two together, more than 3 MiB + 1000
