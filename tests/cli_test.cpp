@@ -99,6 +99,26 @@ TEST(Cli, ReplayPrintsTheExactFiguresAsJson) {
     EXPECT_TRUE(r.contains(key)) << key;
 }
 
+// A policy with settings keeps them in its name, in the table, the JSON and a fit's JSON: rows of one policy
+// under two settings must not read alike. PyTorch's own "key:value,key:value" form stays one policy.
+TEST(Cli, APolicysSettingsStayInItsName) {
+  const auto path = write_file("small.csv", small_trace);
+  const std::string specs = "vram,vram:max_cached_ratio=0.1,torch-native:expandable_segments:True,max_split_size_mb:128";
+  const outcome o = run("replay " + path + " --policy " + specs + " --device sim --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0]["policy"], "vram");
+  EXPECT_EQ(j[1]["policy"], "vram:max_cached_ratio=0.1");
+  EXPECT_EQ(j[2]["policy"], "torch-native:expandable_segments:True,max_split_size_mb:128");
+  const outcome table = run("replay " + path + " --policy vram,vram:max_cached_ratio=0.1 --device sim");
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_THAT(table.out, ::testing::HasSubstr("\nsmall  vram:max_cached_ratio=0.1  "));
+  const outcome f = run("fit " + path + " --policy vram:small_handle=2MiB --json");
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_EQ(nlohmann::json::parse(f.out)[0]["policy"], "vram:small_handle=2MiB");
+}
+
 // --counters: under the table, each row's calls by kind and its allocator's counters. cuda-direct makes a
 // cudaMalloc and a cudaFree per block and keeps no counters. PyTorch's allocator puts A (3 MiB, under 10 MiB)
 // in a 20 MiB segment of its large pool, B in the rest of it, and C (1 MiB, small) in a 2 MiB segment of its

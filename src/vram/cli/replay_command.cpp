@@ -61,6 +61,7 @@ void run_replay(const replay_args& a) {
         replay_options o;
         o.validate_each_step = a.validate;
         results.push_back(replay(t, *resource, o));
+        results.back().policy = policy;  // with its settings, as given: "vram:max_handle=16MiB" is not "vram"
         if (!t.notes.empty()) trace_notes[t.name] = t.notes;
       }
     }

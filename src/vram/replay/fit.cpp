@@ -31,7 +31,9 @@ probe_outcome probe(const trace& t, const resource_factory& make, const sim_devi
 }  // namespace
 
 fit_result fit(const trace& t, std::string_view policy, const fit_options& options) {
-  return fit(t, [&](device& dev) { return make_resource(policy, dev); }, options);
+  fit_result f = fit(t, [&](device& dev) { return make_resource(policy, dev); }, options);
+  f.replay.policy = std::string(policy);  // with its settings, as given
+  return f;
 }
 
 fit_result fit(const trace& t, const resource_factory& make, const fit_options& options) {

@@ -192,6 +192,7 @@ nlohmann::json report_trace(const trace& t, const report_options& o) {
     replay_options ro;
     ro.observer = &watches.back();
     results.push_back(replay(t, *resource, ro));
+    results.back().policy = policy;  // with its settings, as given
   }
 
   // The live series: from the policy that failed least (failed allocations hold no bytes).
