@@ -6,7 +6,11 @@
 //   SetAccess/SIZE/COUNT/BATCHED: cuMemSetAccess over COUNT handles mapped side by side, once over the range
 //       (BATCHED=1) or once per handle (0): whether one call over several handles costs less than several;
 //   Unmap/SIZE/COUNT/BATCHED: cuMemUnmap likewise;
-//   Map/SIZE, Create/SIZE, Release/SIZE: one handle.
+//   Map/SIZE, Create/SIZE, Release/SIZE: one handle;
+//   Grow/TOTAL/SIZE: TOTAL MiB made accessible in handles of SIZE MiB, as the pool grows (cuMemCreate,
+//       cuMemMap, cuMemSetAccess a handle, into a range reserved beforehand), reported per GiB: what a
+//       handle's size saves on a large block;
+//   Malloc/TOTAL: one cudaMalloc of TOTAL MiB, reported per GiB, beside it.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -139,6 +143,49 @@ void Release(benchmark::State& state) {
   }
 }
 
+void Grow(benchmark::State& state) {
+  vram::device* dev = gpu();
+  if (dev == nullptr) return state.SkipWithError("no GPU in use");
+  const std::size_t total = static_cast<std::size_t>(state.range(0)) * MiB;
+  const std::size_t size = static_cast<std::size_t>(state.range(1)) * MiB;
+  const std::size_t count = total / size;
+  for (auto _ : state) {
+    const vram::device_ptr va = dev->address_reserve(total, size);
+    std::vector<vram::phys_handle> handles;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < count; ++i) {
+      handles.push_back(dev->mem_create(size));
+      dev->mem_map(va + i * size, size, handles.back());
+      dev->set_access(va + i * size, size);
+    }
+    state.SetIterationTime(seconds_since(t0));
+    for (std::size_t i = 0; i < count; ++i) {
+      dev->mem_unmap(va + i * size, size);
+      dev->mem_release(handles[i]);
+    }
+    dev->address_free(va, total);
+  }
+  state.counters["us_per_GiB"] = benchmark::Counter(static_cast<double>(total) / (1024.0 * MiB) * 1e-6,
+                                                    benchmark::Counter::kIsIterationInvariantRate |
+                                                        benchmark::Counter::kInvert);
+  state.counters["handles"] = static_cast<double>(count);
+}
+
+void Malloc(benchmark::State& state) {
+  vram::device* dev = gpu();
+  if (dev == nullptr) return state.SkipWithError("no GPU in use");
+  const std::size_t total = static_cast<std::size_t>(state.range(0)) * MiB;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const vram::device_ptr p = dev->legacy_malloc(total);
+    state.SetIterationTime(seconds_since(t0));
+    dev->legacy_free(p);
+  }
+  state.counters["us_per_GiB"] = benchmark::Counter(static_cast<double>(total) / (1024.0 * MiB) * 1e-6,
+                                                    benchmark::Counter::kIsIterationInvariantRate |
+                                                        benchmark::Counter::kInvert);
+}
+
 constexpr long sizes[] = {2, 8, 32, 64, 128, 512};
 
 void by_size(benchmark::internal::Benchmark* b) {
@@ -160,5 +207,11 @@ BENCHMARK(Unmap)->Apply(by_size_count);
 BENCHMARK(Map)->Apply(by_size);
 BENCHMARK(Create)->Apply(by_size);
 BENCHMARK(Release)->Apply(by_size);
+BENCHMARK(Grow)
+    ->ArgsProduct({{4096}, {2, 8, 64, 128, 256, 512, 1024, 4096}})
+    ->ArgsProduct({{32768}, {64, 512, 1024, 4096, 32768}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(Malloc)->Arg(4096)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
