@@ -459,6 +459,43 @@ TEST(Arena, ALeanArenaMakesHandlesFromTheRoomLeftUnderItsBound) {
   }
 }
 
+arena_options block_handles(std::size_t n) {
+  arena_options o = one_zone();
+  o.block_handles = n;
+  return o;
+}
+
+TEST(Arena, ABlockOfEightLargestHandlesOrMoreIsMadeOfEightHandles) {
+  // A 128 GiB device: handles of up to 64 MiB (max_handle; 1/1024 of the device is 128 MiB). With
+  // block_handles 8 a block of 8 x 64 MiB or more is made of handles of 1/8 of it: 1 GiB in 8 of 128 MiB,
+  // 1 GiB + 2 MiB in 8 of 128 MiB (an eighth, 128.25 MiB, rounded down to whole granules) and one of 2 MiB.
+  // Without it (0), 1 GiB takes 16 handles of 64 MiB.
+  for (const auto& [n, bytes, handles] : {std::tuple{std::size_t{8}, GiB, 8u}, std::tuple{std::size_t{8}, GiB + 2 * MiB, 9u},
+                                          std::tuple{std::size_t{0}, GiB, 16u}}) {
+    sim_device dev(small_device(128 * GiB));
+    arena ar(dev, block_handles(n));
+    ASSERT_NE(ar.allocate(bytes, 512), 0u);
+    ar.validate();
+    EXPECT_EQ(calls(dev, device_call::mem_create), handles) << n << " " << bytes;
+    EXPECT_EQ(ar.reserved(), bytes) << n << " " << bytes;
+  }
+}
+
+TEST(Arena, ABlocksHandlesStayWithinASixteenthOfWhatIsLeft) {
+  // An 8 GiB device: handles of up to 8 MiB (1/1024 of it). A block of 6.5 GiB: an eighth of it is 832 MiB,
+  // but each handle is at most a sixteenth of what is left when it is made, in whole granules: 512 MiB of
+  // 8 GiB, then 480 of 7.5 GiB, 450, 420, 394, 370, 346, 326, 304, 286, 268, 252, 236, 220, 208, 194, 182,
+  // 170, 160, 150, 140, 132, 124, 116, 108, 102 (6,650 MiB) and the last 6 MiB: 27 handles. Without the
+  // rule, 832 of 8 MiB.
+  for (const auto& [n, handles] : {std::pair{std::size_t{8}, 27u}, std::pair{std::size_t{0}, 832u}}) {
+    sim_device dev(small_device(8 * GiB));
+    arena ar(dev, block_handles(n));
+    ASSERT_NE(ar.allocate(13 * GiB / 2, 512), 0u);
+    ar.validate();
+    EXPECT_EQ(calls(dev, device_call::mem_create), handles) << n;
+  }
+}
+
 // a = [0, 3) over H0 = [0, 2) and H1 = [2, 4); c = [3, 3.5); then a is freed: H0 is cold, H1 busy (c).
 struct cold_and_busy {
   sim_device dev;

@@ -743,6 +743,11 @@ TEST(Pool, SettingsComeFromTheTableAndBadOnesAreNamed) {
   EXPECT_TRUE(pool_options{}.holes_below_peak);
   EXPECT_FALSE(pool_options{}.with({{"holes_below_peak", "0"}}).holes_below_peak);
   EXPECT_THROW(pool_options{}.with({{"holes_below_peak", "maybe"}}), usage_error);
+  EXPECT_EQ(pool_options{}.block_handles, 8u);
+  EXPECT_EQ(pool_options{}.with({{"block_handles", "0"}}).block_handles, 0u);
+  EXPECT_EQ(pool_options{}.with({{"block_handles", "1024"}}).block_handles, 1024u);
+  for (const char* bad : {"2.5", "-1", "1025", "", "many"})
+    EXPECT_THROW(pool_options{}.with({{"block_handles", bad}}), usage_error) << bad;
 }
 
 TEST(Pool, NonFiniteAndOutOfRangeSettingsAreRefusedNamingTheSettingOrVariable) {

@@ -176,7 +176,7 @@ class Enable(unittest.TestCase):
             print(calls)
             """)
         self.assertEqual(r.stdout, "unknown vram setting 'max_cached'; the settings: limit, max_cached_ratio, "
-                                   "max_handle, small_handle, burst_bytes, burst_window, spare_slack, "
+                                   "max_handle, small_handle, block_handles, burst_bytes, burst_window, spare_slack, "
                                    "holes_below_peak, aliasing, "
                                    "reserve_ratio, thread_cache, thread_cache_bytes, membarrier\n"
                                    "vram setting limit=None: want an int, a float, a bool or a string\n[]\n",

@@ -36,6 +36,7 @@ SETTINGS = {
     "max_cached_ratio": "VRAM_MAX_CACHED_RATIO",
     "max_handle": "VRAM_MAX_HANDLE",
     "small_handle": "VRAM_SMALL_HANDLE",
+    "block_handles": "VRAM_BLOCK_HANDLES",
     "burst_bytes": "VRAM_BURST_BYTES",
     "burst_window": "VRAM_BURST_WINDOW",
     "spare_slack": "VRAM_SPARE_SLACK",
@@ -118,8 +119,9 @@ def _refuse(cls, name):
 def enable(record=None, **settings):
     """Puts every CUDA tensor of the process in vram's pool. Call before CUDA is initialised.
 
-    settings: the pool's settings by name (limit, max_cached_ratio, max_handle, small_handle, burst_bytes,
-    burst_window, spare_slack, holes_below_peak, aliasing, reserve_ratio, thread_cache, thread_cache_bytes, membarrier), as ints, floats,
+    settings: the pool's settings by name (limit, max_cached_ratio, max_handle, small_handle, block_handles,
+    burst_bytes, burst_window, spare_slack, holes_below_peak, aliasing, reserve_ratio, thread_cache,
+    thread_cache_bytes, membarrier), as ints, floats,
     bools or strings such as "8GiB"; they are set as their VRAM_* variables and apply to each device's pool
     when it is made. An unknown name is a TypeError listing the known ones.
     record: a path; every allocation and free is written there as a trace (vram.record_start).

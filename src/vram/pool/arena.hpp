@@ -114,6 +114,9 @@ struct arena_options {
   double reserve_ratio = 0;
   /// Largest handle created outside a burst of growth (0: max_handle_bytes always).
   std::size_t small_handle_bytes = 0;
+  /// A block of block_handles x max_handle_bytes or more may be made of handles of up to 1/block_handles of
+  /// its size (still at most 1/16 of what is left); 0: handles never exceed max_handle_bytes.
+  std::size_t block_handles = 0;
   /// Growth of at least this many bytes within burst_window_ns (the request included) is a burst: its
   /// handles may be up to max_handle_bytes.
   std::size_t burst_bytes = std::size_t{256} << 20;
@@ -235,7 +238,7 @@ class arena {
   void unmapped(handle_map::mapping m);
   void unmap_handle(std::uint32_t idx);
   void release_spare(std::uint32_t idx);  // pre: a spare, taken from the spares
-  std::size_t handle_cap() const noexcept;
+  std::size_t handle_cap(std::size_t request) const noexcept;  // for a growth that places @p request bytes
   std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
   // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
   std::size_t lean_bound(std::size_t s) const noexcept;

@@ -28,7 +28,7 @@ growth_settings arena::settings(std::size_t s) const noexcept {
   // (cnn_train: after its peak live, a 24.5 MiB block that no free piece held grew the top by 24 MiB.)
   pressure level = pressure_;
   if (options_.holes_below_peak && level < pressure::lean && in_use_ + s <= peak_in_use_) level = pressure::lean;
-  return {handle_cap(), level, options_.aliasing, alias_max};
+  return {handle_cap(s), level, options_.aliasing, alias_max};
 }
 
 // The pressure for a request of s bytes (pressure.hpp), and the piece index kept from the first tight request
@@ -276,7 +276,7 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
   while (have < p.need) {
     std::size_t want = p.need - have;
     if (p.split > have && p.split < p.need) want = p.split - have;
-    want = std::min(want, handle_cap());
+    want = std::min(want, handle_cap(size));
     const auto idx = create_handle(want);
     if (idx != handle_map::none) {
       have += map_.handle(idx).bytes;

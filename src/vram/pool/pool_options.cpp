@@ -34,6 +34,15 @@ double parse_number(std::string_view v, double lo, double hi) {
   return d;
 }
 
+/// A whole number in [0, hi].
+std::size_t parse_count(std::string_view v, std::size_t hi) {
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc{} || end != v.data() + v.size() || v.empty() || n > hi)
+    throw usage_error(fmt::format("'{}': want a whole number from 0 to {}", v, hi));
+  return n;
+}
+
 bool parse_bool(std::string_view v) {
   if (v == "1" || v == "true" || v == "on") return true;
   if (v == "0" || v == "false" || v == "off") return false;
@@ -45,10 +54,14 @@ bool parse_bool(std::string_view v) {
 constexpr double max_ratio = 1000;
 constexpr double max_window_ms = 3'600'000;
 
-constexpr std::array<option_row, 13> option_table{{
+// A block made of more than 1024 handles of its own is no setting anyone means.
+constexpr std::size_t max_block_handles = 1024;
+
+constexpr std::array<option_row, 14> option_table{{
     {"max_cached_ratio", "VRAM_MAX_CACHED_RATIO", [](pool_options& o, std::string_view v) { o.max_cached_ratio = parse_number(v, 0, max_ratio); }},
     {"max_handle", "VRAM_MAX_HANDLE", [](pool_options& o, std::string_view v) { o.max_handle_bytes = parse_size(v); }},
     {"small_handle", "VRAM_SMALL_HANDLE", [](pool_options& o, std::string_view v) { o.small_handle_bytes = parse_size(v); }},
+    {"block_handles", "VRAM_BLOCK_HANDLES", [](pool_options& o, std::string_view v) { o.block_handles = parse_count(v, max_block_handles); }},
     {"burst_bytes", "VRAM_BURST_BYTES", [](pool_options& o, std::string_view v) { o.burst_bytes = parse_size(v); }},
     {"burst_window", "VRAM_BURST_WINDOW", [](pool_options& o, std::string_view v) { o.burst_window_ms = parse_number(v, 0, max_window_ms); }},
     {"spare_slack", "VRAM_SPARE_SLACK", [](pool_options& o, std::string_view v) { o.spare_slack_bytes = parse_size(v); }},

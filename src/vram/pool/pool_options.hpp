@@ -9,6 +9,9 @@
 // | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once (in a burst) |
 // | small_handle      | VRAM_SMALL_HANDLE        | 8MiB    | largest handle made outside a burst of growth     |
 // |                   |                          |         | (0: max_handle always)                            |
+// | block_handles     | VRAM_BLOCK_HANDLES       | 8       | a block of block_handles x max_handle or more is  |
+// |                   |                          |         | made of handles of up to 1/block_handles of it    |
+// |                   |                          |         | (0: never handles larger than max_handle)         |
 // | burst_bytes       | VRAM_BURST_BYTES         | 256MiB  | growth of this much within burst_window is a      |
 // |                   |                          |         | burst, whose handles may be up to max_handle      |
 // | burst_window      | VRAM_BURST_WINDOW        | 10      | milliseconds over which growth is summed          |
@@ -42,6 +45,7 @@ struct pool_options {
   double max_cached_ratio = 0.05;
   std::size_t max_handle_bytes = std::size_t{64} << 20;
   std::size_t small_handle_bytes = std::size_t{8} << 20;
+  std::size_t block_handles = 8;
   std::size_t burst_bytes = std::size_t{256} << 20;
   double burst_window_ms = 10;
   std::size_t spare_slack_bytes = std::size_t{2} << 20;

@@ -21,6 +21,7 @@ detail::arena_options arena_settings(const pool_options& o) {
   a.max_cached_ratio = o.max_cached_ratio;
   a.max_handle_bytes = o.max_handle_bytes;
   a.small_handle_bytes = o.small_handle_bytes;
+  a.block_handles = o.block_handles;
   a.burst_bytes = o.burst_bytes;
   a.burst_window_ns = static_cast<std::int64_t>(o.burst_window_ms * 1e6);
   a.spare_slack_bytes = o.spare_slack_bytes;
