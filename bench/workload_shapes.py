@@ -11,7 +11,7 @@ Each shape is a pattern seen in real programs, with sizes drawn from a seeded ge
   two_stream        input batches allocated on a loader stream and freed on the compute stream
   growing           a buffer that grows 8% a step (a tensor built by repeated torch.cat), restarted 20 times
   giant             two blocks of 8-20 GiB (a preallocated KV cache or weights loaded whole) beside churn
-Every shape fits an 80 GB card except finetune_dynamic (88-98 GB live: an H200's)."""
+Every shape fits an 80 GB card except finetune_dynamic (88-98 GiB live: an H200's)."""
 import argparse
 import gzip
 import os

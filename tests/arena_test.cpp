@@ -468,10 +468,13 @@ arena_options block_handles(std::size_t n) {
 TEST(Arena, ABlockOfEightLargestHandlesOrMoreIsMadeOfEightHandles) {
   // A 128 GiB device: handles of up to 64 MiB (max_handle; 1/1024 of the device is 128 MiB). With
   // block_handles 8 a block of 8 x 64 MiB or more is made of handles of 1/8 of it: 1 GiB in 8 of 128 MiB,
-  // 1 GiB + 2 MiB in 8 of 128 MiB (an eighth, 128.25 MiB, rounded down to whole granules) and one of 2 MiB.
-  // Without it (0), 1 GiB takes 16 handles of 64 MiB.
-  for (const auto& [n, bytes, handles] : {std::tuple{std::size_t{8}, GiB, 8u}, std::tuple{std::size_t{8}, GiB + 2 * MiB, 9u},
-                                          std::tuple{std::size_t{0}, GiB, 16u}}) {
+  // 1 GiB + 2 MiB in 8 of 128 MiB (an eighth, 128.25 MiB, rounded down to whole granules) and one of 2 MiB,
+  // 528 MiB in 8 of 66 MiB. Without it (0), 1 GiB takes 16 handles of 64 MiB and 528 MiB 9 (8 of 64, one of
+  // 16).
+  for (const auto& [n, bytes, handles] :
+       {std::tuple{std::size_t{8}, GiB, 8u}, std::tuple{std::size_t{8}, GiB + 2 * MiB, 9u},
+        std::tuple{std::size_t{8}, 528 * MiB, 8u}, std::tuple{std::size_t{0}, GiB, 16u},
+        std::tuple{std::size_t{0}, 528 * MiB, 9u}}) {
     sim_device dev(small_device(128 * GiB));
     arena ar(dev, block_handles(n));
     ASSERT_NE(ar.allocate(bytes, 512), 0u);
@@ -479,6 +482,13 @@ TEST(Arena, ABlockOfEightLargestHandlesOrMoreIsMadeOfEightHandles) {
     EXPECT_EQ(calls(dev, device_call::mem_create), handles) << n << " " << bytes;
     EXPECT_EQ(ar.reserved(), bytes) << n << " " << bytes;
   }
+  // max_handle 0 asks for handles of one granule, and the rule leaves that alone: 1 GiB in 512 of 2 MiB.
+  sim_device dev(small_device(128 * GiB));
+  arena_options o = block_handles(8);
+  o.max_handle_bytes = 0;
+  arena ar(dev, o);
+  ASSERT_NE(ar.allocate(GiB, 512), 0u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 512u);
 }
 
 TEST(Arena, ABlocksHandlesStayWithinASixteenthOfWhatIsLeft) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/workload_shapes.py: the traces it writes are well formed (each free names a live block, with its
-size), have the numbers of events their loops make, and say what the shape says (counted here by hand)."""
+"""bench/workload_shapes.py: the traces of giant, growing, two_stream and diffusion are well formed (each free
+names a live block, with its size), have the numbers of events their loops make and say what the shape says
+(counted here by hand), and a seed gives the same trace."""
 import csv
 import gzip
 import sys

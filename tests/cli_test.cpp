@@ -117,6 +117,14 @@ TEST(Cli, APolicysSettingsStayInItsName) {
   const outcome f = run("fit " + path + " --policy vram:small_handle=2MiB --json");
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_EQ(nlohmann::json::parse(f.out)[0]["policy"], "vram:small_handle=2MiB");
+  const std::string page = (test_dir() / "report.html").string();
+  const outcome r = run("report " + path + " --policy vram,vram:max_cached_ratio=0.1 --no-fit --no-curve --json -o " +
+                        page);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto reserved = nlohmann::json::parse(r.out)["traces"][0]["series"]["reserved"];
+  ASSERT_EQ(reserved.size(), 2u);
+  EXPECT_EQ(reserved[0]["policy"], "vram");
+  EXPECT_EQ(reserved[1]["policy"], "vram:max_cached_ratio=0.1");
 }
 
 // --counters: under the table, each row's calls by kind and its allocator's counters. cuda-direct makes a

@@ -53,7 +53,7 @@ std::size_t arena::lean_bound(std::size_t s) const noexcept {
 
 std::size_t arena::handle_cap(std::size_t request) const noexcept {
   // Large handles cost fewer driver calls; small ones can be recycled more finely. A handle is at most
-  // max_handle_bytes, at most 1/1024 of the memory the arena may hold (the device, or the limit), and at most
+  // max_handle_bytes (but for a block of block_handles x max_handle_bytes or more, below), at most 1/1024 of the memory the arena may hold (the device, or the limit), and at most
   // 1/16 of what is left of it (when lean, of what is left under the reserve bound): with room, handles are
   // large, and as memory runs out they shrink to the granule, so memory can be moved where it is wanted.
   const std::size_t g = map_.granularity();
@@ -66,12 +66,13 @@ std::size_t arena::handle_cap(std::size_t request) const noexcept {
   // (a training step mapping its working set in milliseconds) gets large ones: there the calls are the cost.
   if (!pace_.bursting() && options_.small_handle_bytes > 0) cap = std::min(cap, options_.small_handle_bytes);
   // A block of block_handles x max_handle or more (a KV cache or weights allocated whole) is made of about
-  // block_handles handles: a handle's calls cost about as much at 512 MiB as at 64 MiB (cuMemCreate,
-  // cuMemMap and cuMemSetAccess together 51-78 us against 28-43 us in four `vram probe --costs` runs on two
-  // H100s), so eight handles of 64 MiB cost 4.3-5.0x one of 512 MiB; and when the block is freed its handles
-  // go cold together, each an eighth of it, still small beside it for later blocks to take.
+  // block_handles handles: a handle's calls cost far less than eight times as much at 512 MiB as at 64 MiB
+  // (cuMemCreate, cuMemMap and cuMemSetAccess together 51-78 us against 28-43 us in four `vram probe --costs`
+  // runs on two H100s: eight of 64 MiB cost 4.3-5.0x one of 512 MiB, 2.0-3.3x with the unmap and release);
+  // and when the block is freed its handles go cold together, each an eighth of it. Not with max_handle 0.
   const std::size_t n = options_.block_handles;
-  if (n > 0 && request / n >= options_.max_handle_bytes) cap = std::max(cap, std::min(request / n, left / 16));
+  if (n > 0 && options_.max_handle_bytes > 0 && request / n >= options_.max_handle_bytes)
+    cap = std::max(cap, std::min(request / n, left / 16));
   return std::max(cap / g * g, g);
 }
 

@@ -52,7 +52,8 @@
 // the piece they took returns to the handle's end instead of lying between foreign bytes.
 // Handle sizes follow the pace of growth: the growths of the last burst window (the device's time, which a
 // replay sets to the trace's) summing to burst_bytes or more are a *burst*, whose handles may be up to
-// max_handle_bytes; other growth makes handles of at most small_handle_bytes. A handle is mapped whole, so
+// max_handle_bytes; other growth makes handles of at most small_handle_bytes; a block of block_handles x
+// max_handle_bytes or more may be made of handles of 1/block_handles of it. A handle is mapped whole, so
 // one that outlives the block it was made for holds all its bytes for whatever block sits on it: small
 // handles let freed memory move, large ones save the calls of a working set mapped in milliseconds.
 // Ties go to the plan with fewer alias mappings, then to the one that leaves the least free memory behind.
@@ -98,8 +99,9 @@ struct arena_options {
   /// A full arena grows rather than place a block where it pins a cold handle only when what is in use, the
   /// block included, reaches this share of the peak in use so far; below it the block takes mapped memory.
   double cold_guard_share = 0.7;
-  /// Largest handle created at once; a block larger than this is backed by several. Handles are also kept
-  /// to 1/1024 of the device (or the limit) and 1/16 of what is left of it (arena.cpp, handle_cap).
+  /// Largest handle created at once (but for a block of block_handles x this or more); a block larger than
+  /// this is backed by several. Handles are also kept to 1/1024 of the device (or the limit; not a large
+  /// block's) and 1/16 of what is left of it (arena.cpp, handle_cap).
   std::size_t max_handle_bytes = std::size_t{64} << 20;
   /// Address space to reserve for each zone, in multiples of the device's total memory.
   std::size_t address_space_factor = 8;
@@ -115,7 +117,8 @@ struct arena_options {
   /// Largest handle created outside a burst of growth (0: max_handle_bytes always).
   std::size_t small_handle_bytes = 0;
   /// A block of block_handles x max_handle_bytes or more may be made of handles of up to 1/block_handles of
-  /// its size (still at most 1/16 of what is left); 0: handles never exceed max_handle_bytes.
+  /// its size (still at most 1/16 of what is left); 0, or max_handle_bytes 0: handles never exceed
+  /// max_handle_bytes.
   std::size_t block_handles = 0;
   /// Growth of at least this many bytes within burst_window_ns (the request included) is a burst: its
   /// handles may be up to max_handle_bytes.
