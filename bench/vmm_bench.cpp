@@ -68,6 +68,13 @@ void per_handle(benchmark::State& state, std::size_t count) {
       static_cast<double>(count) * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+/// Reports the timed part per GiB made, in µs: @p total bytes an iteration.
+void per_gib(benchmark::State& state, std::size_t total) {
+  state.counters["us_per_GiB"] = benchmark::Counter(static_cast<double>(total) / (1024.0 * MiB) * 1e-6,
+                                                    benchmark::Counter::kIsIterationInvariantRate |
+                                                        benchmark::Counter::kInvert);
+}
+
 void SetAccess(benchmark::State& state) {
   vram::device* dev = gpu();
   if (dev == nullptr) return state.SkipWithError("no GPU in use");
@@ -165,9 +172,7 @@ void Grow(benchmark::State& state) {
     }
     dev->address_free(va, total);
   }
-  state.counters["us_per_GiB"] = benchmark::Counter(static_cast<double>(total) / (1024.0 * MiB) * 1e-6,
-                                                    benchmark::Counter::kIsIterationInvariantRate |
-                                                        benchmark::Counter::kInvert);
+  per_gib(state, total);
   state.counters["handles"] = static_cast<double>(count);
 }
 
@@ -181,9 +186,7 @@ void Malloc(benchmark::State& state) {
     state.SetIterationTime(seconds_since(t0));
     dev->legacy_free(p);
   }
-  state.counters["us_per_GiB"] = benchmark::Counter(static_cast<double>(total) / (1024.0 * MiB) * 1e-6,
-                                                    benchmark::Counter::kIsIterationInvariantRate |
-                                                        benchmark::Counter::kInvert);
+  per_gib(state, total);
 }
 
 constexpr long sizes[] = {2, 8, 32, 64, 128, 512};
