@@ -53,9 +53,10 @@ std::size_t arena::lean_bound(std::size_t s) const noexcept {
 
 std::size_t arena::handle_cap(std::size_t request) const noexcept {
   // Large handles cost fewer driver calls; small ones can be recycled more finely. A handle is at most
-  // max_handle_bytes (but for a block of block_handles x max_handle_bytes or more, below), at most 1/1024 of the memory the arena may hold (the device, or the limit), and at most
-  // 1/16 of what is left of it (when lean, of what is left under the reserve bound): with room, handles are
-  // large, and as memory runs out they shrink to the granule, so memory can be moved where it is wanted.
+  // max_handle_bytes (but for a block of block_handles x max_handle_bytes or more, below), at most 1/1024 of
+  // the memory the arena may hold (the device, or the limit), and at most 1/16 of what is left of it (when
+  // lean, of what is left under the reserve bound): with room, handles are large, and as memory runs out
+  // they shrink to the granule, so memory can be moved where it is wanted.
   const std::size_t g = map_.granularity();
   const std::size_t cap_total = capacity();
   const std::size_t bound = lean() ? lean_bound(0) : cap_total;
