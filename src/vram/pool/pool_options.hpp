@@ -6,8 +6,9 @@
 // |-------------------|--------------------------|---------|---------------------------------------------------|
 // | max_cached_ratio  | VRAM_MAX_CACHED_RATIO    | 0.05    | mapped-but-unused memory allowed, as a share of   |
 // |                   |                          |         | bytes in use, before growth recycles free handles |
-// | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once (in a burst),|
-// |                   |                          |         | but for a block of block_handles x max_handle     |
+// | max_handle        | VRAM_MAX_HANDLE          | 64MiB   | largest physical handle made at once (in a burst) |
+// |                   |                          |         | but for a block of block_handles x max_handle or  |
+// |                   |                          |         | more                                              |
 // | small_handle      | VRAM_SMALL_HANDLE        | 8MiB    | largest handle made outside a burst of growth     |
 // |                   |                          |         | (0: max_handle always)                            |
 // | block_handles     | VRAM_BLOCK_HANDLES       | 8       | a block of block_handles x max_handle or more is  |
