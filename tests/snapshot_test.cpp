@@ -192,7 +192,7 @@ TEST(Pickle, HugeClaimedLengthsCostOnlyTheBytesThatArrive) {
   EXPECT_THAT(pickle_error(huge + "abc."), HasSubstr("a string of 4611686018427387904 bytes, more than the 67108864"));
   // Under the cap but longer than the input: the input ends inside the opcode.
   std::string claims("\x80\x04X\x00\x00\x10\x00", 7);  // 1 MiB claimed, 3 bytes there
-  EXPECT_THAT(pickle_error(claims + "abc"), HasSubstr("byte 2: the input ends inside the opcode (it needs 1048576 more bytes, 3 are left)"));
+  EXPECT_THAT(pickle_error(claims + "abc"), HasSubstr("byte 2: the input ends inside the opcode (it needs 1048576 more bytes, 3 left)"));
   // LONG4 with a negative length.
   EXPECT_THAT(pickle_error(std::string("\x80\x04\x8b\xff\xff\xff\xff.", 8)), HasSubstr("LONG4 with a negative length -1"));
 }

@@ -1,6 +1,10 @@
 #pragma once
 // The subcommands of the `vram` tool; each file adds one to the app.
 
+#include <charconv>
+#include <cstdint>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace vram::cli {
@@ -17,6 +21,18 @@ void add_soak_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_record_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+
+/// @brief For an option read into a std::uint64_t (a seed): digits only, and within 64 bits. CLI11 alone
+/// would read "-1", or a number past 2^64 - 1, as 2^64 - 1 without a word.
+inline const CLI::Validator whole_number{[](std::string& s) -> std::string {
+                                           std::uint64_t v = 0;
+                                           const auto* end = s.data() + s.size();
+                                           const auto [p, ec] = std::from_chars(s.data(), end, v);
+                                           if (s.empty() || ec != std::errc{} || p != end)
+                                             return "'" + s + "': want a whole number from 0 to 18446744073709551615";
+                                           return {};
+                                         },
+                                         "UINT"};
 
 /// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
 /// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().

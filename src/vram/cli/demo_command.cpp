@@ -35,10 +35,11 @@ std::string explain(const replay_result& r) {
 }
 
 void run_demo(const demo_args& a) {
-  const auto spec = parse_device_spec(a.device);
-  progress_line progress;
   workload_options wo;
   wo.hours = a.hours;
+  check_workload_options(wo);  // before the device's note, so that a bad --hours says one line
+  const auto spec = parse_device_spec(a.device);
+  progress_line progress;
   std::vector<replay_result> results;
   bool noted = false;
   for (const auto& w : workloads()) {

@@ -1,6 +1,6 @@
 // The `vram` command-line tool: replay, fit, simulate, convert, demo. Errors print one line naming the
 // problem and exit non-zero: 1 for bad input or a failed run, 2 for bad arguments, 3 when a replay saw
-// allocations fail.
+// allocations fail or a fit found no device the trace fits on.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -65,9 +65,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // CLI11 prints the message (or the help); its own codes (104 for a value it cannot convert, ...) become
-    // the 2 that every bad argument exits with.
-    return app.exit(e) == 0 ? 0 : 2;
+    // Help and --version are CLI11's to print. Any other parse error is a bad argument: one line, as every
+    // error here, naming the command whose --help lists the options, and the 2 of every bad argument.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string command;
+    for (const auto* sub : app.get_subcommands()) command = " " + sub->get_name();
+    std::fprintf(stderr, "vram: %s (vram%s --help)\n", e.what(), command.c_str());
+    return 2;
   } catch (const vram::usage_error& e) {
     std::fprintf(stderr, "vram: %s\n", e.what());
     return 2;

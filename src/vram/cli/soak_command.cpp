@@ -53,7 +53,7 @@ void add_soak_command(CLI::App& app) {
   cmd->add_option("--headroom", a->headroom, "Device size as a multiple of the workload's peak live bytes")
       ->capture_default_str();
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed of the workload")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the workload")->check(whole_number)->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object with a result per policy");
   cmd->callback([a] { run_soak_command(*a); });
 }

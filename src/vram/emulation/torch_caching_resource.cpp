@@ -45,7 +45,7 @@ std::size_t to_size(std::string_view key, std::string_view text) {
   std::size_t v = 0;
   const auto* end = text.data() + text.size();
   const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc{} || p != end || text.empty()) bad_option(key, text, "expected a whole number");
+  if (ec != std::errc{} || p != end || text.empty()) bad_option(key, text, "expected a whole number, 0 or more");
   return v;
 }
 

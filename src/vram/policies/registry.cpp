@@ -4,6 +4,7 @@
 #include <array>
 
 #include "vram/core/error.hpp"
+#include "vram/device/sim_device.hpp"
 #include "vram/emulation/factories.hpp"
 #include "vram/pool/pool_resource.hpp"
 
@@ -26,6 +27,13 @@ const policy_info& find_policy(std::string_view name) {
   throw usage_error("unknown policy '" + std::string(name) + "'; known policies: " + known_policies());
 }
 
+/// @brief @p s without the spaces and tabs at its ends: "vram: max_handle = 16MiB" is "vram:max_handle=16MiB".
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 /// @brief "k=v;k=v" into options; also PyTorch's own syntax, as PYTORCH_CUDA_ALLOC_CONF writes it:
 /// "k:v,k:v". An item's key ends at its first '=' or ':'; a separator inside [...] belongs to the value
 /// (PyTorch's roundup_power2_divisions:[256:4,1024:2,>:1]). @throws usage_error for an item with neither.
@@ -42,12 +50,12 @@ policy_options parse_options(std::string_view spec, std::string_view text) {
   policy_options o;
   while (!text.empty()) {
     const auto end = item_end(text);
-    const std::string_view item = text.substr(0, end);
+    const std::string_view item = trim(text.substr(0, end));
     const auto eq = item.find_first_of("=:");
     if (eq == std::string_view::npos || eq == 0)
       throw usage_error("policy '" + std::string(spec) + "': setting '" + std::string(item) +
                         "' is not key=value (or PyTorch's key:value)");
-    o[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+    o[std::string(trim(item.substr(0, eq)))] = std::string(trim(item.substr(eq + 1)));
     if (end == std::string_view::npos) break;
     text.remove_prefix(end + 1);
   }
@@ -83,6 +91,13 @@ std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& de
   return p.make(dev, o);
 }
 
+void check_policy_settings(const std::vector<std::string>& specs) {
+  for (const auto& spec : specs) {
+    sim_device dev;
+    (void)make_resource(spec, dev);
+  }
+}
+
 std::vector<std::string> parse_policy_list(std::string_view list) {
   std::vector<std::string> out;
   if (list == "all") {
@@ -91,7 +106,7 @@ std::vector<std::string> parse_policy_list(std::string_view list) {
   }
   while (true) {
     const auto comma = list.find(',');
-    const std::string_view spec = list.substr(0, comma);
+    const std::string_view spec = detail::trim(list.substr(0, comma));  // "vram, torch-native" names two
     if (spec.empty()) throw usage_error("empty policy name in the policy list; known policies: " + detail::known_policies());
     const std::string_view name = spec.substr(0, spec.find(':'));
     if (!out.empty() && out.back().find(':') != std::string::npos && spec.find(':') != std::string_view::npos &&

@@ -35,4 +35,8 @@ std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& de
 /// a spec with settings is one more setting of that spec. @throws usage_error for an unknown name.
 std::vector<std::string> parse_policy_list(std::string_view list);
 
+/// @brief Makes each spec once over a simulated device and drops it, so that a bad setting
+/// ("vram:block_handles=abc") fails before a command opens a GPU or reads a trace. @throws usage_error.
+void check_policy_settings(const std::vector<std::string>& specs);
+
 }  // namespace vram

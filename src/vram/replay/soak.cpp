@@ -40,8 +40,9 @@ double hours_since(std::int64_t t_us, std::int64_t t0_us) { return static_cast<d
 }  // namespace detail
 
 void check_soak_options(const soak_options& o) {
-  if (!std::isfinite(o.hours) || o.hours <= 0) {
-    throw usage_error(fmt::format("soak: --hours {} must be a positive number of simulated hours", o.hours));
+  if (!std::isfinite(o.hours) || o.hours <= 0 || o.hours > max_workload_hours) {
+    throw usage_error(fmt::format("soak: --hours {} must be a number of simulated hours above 0 and at most {}",
+                                  o.hours, max_workload_hours));
   }
   if (!std::isfinite(o.headroom) || o.headroom < 1.0) {
     throw usage_error(fmt::format("soak: --headroom {} must be at least 1 (the device is headroom x the workload's "

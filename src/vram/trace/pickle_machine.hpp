@@ -51,7 +51,7 @@ class pickle_machine {
 
   [[gnu::always_inline]] std::string_view take(std::size_t n) {
     if (!fill(n))
-      fail(fmt::format("the input ends inside the opcode (it needs {} more bytes, {} are left)", n,
+      fail(fmt::format("the input ends inside the opcode (it needs {} more byte{}, {} left)", n, n == 1 ? "" : "s",
                        buf_.size() - pos_));
     const std::string_view s(buf_.data() + pos_, n);
     pos_ += n;

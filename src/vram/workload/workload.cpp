@@ -2,7 +2,10 @@
 #include "vram/workload/workload.hpp"
 
 #include <array>
+#include <cmath>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "vram/core/error.hpp"
 
@@ -18,7 +21,18 @@ std::span<const workload_info> workloads() {
   return table;
 }
 
+void check_workload_options(const workload_options& options) {
+  if (!std::isfinite(options.hours) || options.hours <= 0 || options.hours > max_workload_hours) {
+    throw usage_error(fmt::format("--hours {}: want a number of simulated hours above 0 and at most {}",
+                                  options.hours, max_workload_hours));
+  }
+  if (options.scale < 1 || options.scale > max_workload_scale) {
+    throw usage_error(fmt::format("--scale {}: want a whole number from 1 to {}", options.scale, max_workload_scale));
+  }
+}
+
 trace make_workload(std::string_view name, const workload_options& options) {
+  check_workload_options(options);
   std::string known;
   for (const auto& w : workloads()) {
     if (w.name == name) return w.make(options);

@@ -21,6 +21,15 @@ struct workload_options {
   std::uint64_t scale = 1;  // mixed: multiplies the number of operations
 };
 
+/// @brief The most hours of `inference` one run makes: ten days, about 2.5 GB of events in memory.
+inline constexpr double max_workload_hours = 240.0;
+/// @brief The largest `mixed` scale: 20 million operations, about 1.3 GB of events.
+inline constexpr std::uint64_t max_workload_scale = 1000;
+
+/// @brief @throws usage_error unless hours is a number above 0 and at most max_workload_hours, and scale is
+/// from 1 to max_workload_scale.
+void check_workload_options(const workload_options& options);
+
 struct workload_info {
   std::string_view name;
   std::string_view summary;
@@ -30,7 +39,8 @@ struct workload_info {
 /// @brief The synthetic workloads, in the order the demo shows them.
 std::span<const workload_info> workloads();
 
-/// @brief Makes the named workload. @throws usage_error for an unknown name (the message lists the known ones).
+/// @brief Makes the named workload. @throws usage_error for an unknown name (the message lists the known
+/// ones) or options out of range (check_workload_options).
 trace make_workload(std::string_view name, const workload_options& options = {});
 
 trace make_alternating_workload(const workload_options& options);
