@@ -432,6 +432,80 @@ TEST(Cli, BadArgumentsAndInputNameTheProblem) {
   expect(run("replay " + path + " --policy vram --nosuch"), 2, "--nosuch");
 }
 
+// Every error is one line that starts "vram: " and ends the run with 2, the parser's own among them, and a
+// number out of range is refused rather than wrapped, clamped or taken as zero.
+TEST(Cli, NumbersOutOfRangeAndParseErrorsAreOneLineAndExit2) {
+  const auto path = write_file("small.csv", small_trace);
+  const auto out = write_file("w.vtrace", "");
+  auto one_line = [](const outcome& o, const std::string& line) {
+    EXPECT_EQ(o.code, 2) << o.out;
+    EXPECT_EQ(o.out, line + "\n");
+  };
+  one_line(run("simulate inference --hours -1 -o " + out),
+           "vram: --hours -1: want a number of simulated hours above 0 and at most 240");
+  one_line(run("simulate inference --hours nan -o " + out),
+           "vram: --hours nan: want a number of simulated hours above 0 and at most 240");
+  one_line(run("simulate inference --hours 241 -o " + out),
+           "vram: --hours 241: want a number of simulated hours above 0 and at most 240");
+  one_line(run("simulate mixed --scale 0 -o " + out), "vram: --scale 0: want a whole number from 1 to 1000");
+  one_line(run("demo --hours 0"), "vram: --hours 0: want a number of simulated hours above 0 and at most 240");
+  one_line(run("soak --hours 1e12"),
+           "vram: soak: --hours 1000000000000 must be a number of simulated hours above 0 and at most 240");
+  one_line(run("simulate inference --seed -1 -o " + out),
+           "vram: --seed: '-1': want a whole number from 0 to 18446744073709551615 (vram simulate --help)");
+  one_line(run("simulate inference --seed 18446744073709551616 -o " + out),
+           "vram: --seed: '18446744073709551616': want a whole number from 0 to 18446744073709551615 (vram "
+           "simulate --help)");
+  one_line(run("simulate inference"), "vram: --output is required (vram simulate --help)");
+  one_line(run("replay " + path + " --nosuch"), "vram: The following argument was not expected: --nosuch (vram "
+                                                "replay --help)");
+  // A setting is checked before the device opens: no line about which device is in use comes first.
+  one_line(run("replay " + path + " --policy vram:block_handles=abc"),
+           "vram: vram pool setting block_handles: 'abc': want a whole number from 0 to 1024");
+  one_line(run("replay " + path + " --policy torch-native:max_split_size_mb=-128"),
+           "vram: torch allocator option max_split_size_mb=-128: expected a whole number, 0 or more");
+  // The largest seed is a seed.
+  EXPECT_EQ(run("simulate alternating --seed 18446744073709551615 -o " + out).code, 0);
+}
+
+// Spaces around a policy's name, settings and values are not part of them.
+TEST(Cli, SpacesAroundPoliciesAndSettingsAreDropped) {
+  EXPECT_EQ(parse_policy_list("vram, torch-native").at(1), "torch-native");
+  const auto path = write_file("small.csv", small_trace);
+  const outcome o = run("replay " + path + " --policy 'vram: max_handle = 16MiB , cub-bins' --device sim --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto r = nlohmann::json::parse(o.out);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0]["policy"], "vram: max_handle = 16MiB");
+  EXPECT_EQ(r[1]["policy"], "cub-bins");
+}
+
+// small: A and B of 3 MiB live at once. cuda-direct takes whole 2 MiB pages, 4 MiB each: on a device of
+// 3 MiB, rounded up to two granules (4 MiB), A takes it all and B fails, so no device up to it fits.
+TEST(Cli, FitOnNoDeviceTriedSaysSoAndExits3) {
+  const auto path = write_file("small.csv", small_trace);
+  const outcome t = run("fit " + path + " --policy cuda-direct --device sim:3MiB");
+  EXPECT_EQ(t.code, 3) << t.out;
+  EXPECT_NE(t.out.find("does not fit: small with cuda-direct fails even on the largest device tried, 4.00 MiB "
+                       "(--device sim:MAX tries a larger one); its row is that replay, up to its first failed "
+                       "allocation.\n"),
+            std::string::npos)
+      << t.out;
+  const outcome j = run("fit " + path + " --policy cuda-direct --device sim:3MiB --json");
+  EXPECT_EQ(j.code, 3) << j.out;
+  const auto r = nlohmann::json::parse(j.out)[0];
+  EXPECT_TRUE(r["fit_bytes"].is_null());
+  EXPECT_EQ(r["max_device_bytes"], 4 * MiB);
+  EXPECT_EQ(r["failed_allocations"], 1);
+}
+
+TEST(Cli, SizesBeyondGibibytesTakeTheirUnit) {
+  EXPECT_EQ(format_bytes(1023 * GiB), "1023.00 GiB");
+  EXPECT_EQ(format_bytes(1024 * GiB), "1.00 TiB");
+  EXPECT_EQ(format_bytes(std::size_t{3} << 50), "3.00 PiB");
+  EXPECT_EQ(format_bytes(~std::size_t{0}), "16.00 EiB");
+}
+
 TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) {
   const auto path = write_file("frees.csv",
                                "time_us,action,addr,size,stream\n"

@@ -85,7 +85,17 @@ void run_fit(const fit_args& a) {
                              "allocation; the other columns are the replay on a device of that size.\n",
                              format_bytes(options.device.granularity));
     for (const auto& n : notes) std::cout << "not monotone: " << n << ".\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (fits[i]) continue;
+      std::cout << fmt::format("does not fit: {} with {} fails even on the largest device tried, {} (--device "
+                               "sim:MAX tries a larger one); its row is that replay, up to its first failed "
+                               "allocation.\n",
+                               results[i].trace, results[i].policy, format_bytes(options.device.capacity));
+    }
   }
+  // As replay's: a trace that fits on no device tried ends with the status of failed allocations.
+  for (const auto& f : fits)
+    if (!f) finished_status = status_allocations_failed;
 }
 
 }  // namespace

@@ -72,7 +72,10 @@ std::string format_bytes(std::size_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   if (b < 1048576.0) return fmt::format("{:.2f} KiB", b / 1024.0);
   if (b < 1073741824.0) return fmt::format("{:.2f} MiB", b / 1048576.0);
-  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+  if (b < 1099511627776.0) return fmt::format("{:.2f} GiB", b / 1073741824.0);
+  if (b < 1125899906842624.0) return fmt::format("{:.2f} TiB", b / 1099511627776.0);
+  if (b < 1152921504606846976.0) return fmt::format("{:.2f} PiB", b / 1125899906842624.0);
+  return fmt::format("{:.2f} EiB", b / 1152921504606846976.0);
 }
 
 std::string format_duration(double seconds) {
