@@ -143,8 +143,18 @@ class Statistics(unittest.TestCase):
         self.assertEqual(vram.memory_stats(3)["num_ooms"], 1)
         vram.set_memory_limit(0, 3)
         self.assertEqual(vram.get_memory_limit(3), 0)
-        with self.assertRaises(ValueError):
-            vram.set_memory_limit(-1, 3)
+        # Out of range or not whole: refused, and the limit stays as it was (none), never wrapped to 2**64 - 1,
+        # to 0 or to 5 bytes.
+        for bad in (-1, 2**64, 2**70, 2**64 + 5):
+            with self.assertRaises(ValueError):
+                vram.set_memory_limit(bad, 3)
+        for bad in (1.5, "1GiB", True, None):
+            with self.assertRaises(TypeError):
+                vram.set_memory_limit(bad, 3)
+        self.assertEqual(vram.get_memory_limit(3), 0)
+        vram.set_memory_limit(2**64 - 1, 3)
+        self.assertEqual(vram.get_memory_limit(3), 2**64 - 1)
+        vram.set_memory_limit(0, 3)
 
     def test_bad_devices_are_errors_that_name_the_range(self):
         with self.assertRaises(vram.VramError) as caught:
@@ -275,6 +285,17 @@ class Loading(unittest.TestCase):
             bogus.write_text("not a library")
             r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY=str(bogus))
         self.assertIn(f"looked at:\n  {bogus} (VRAM_LIBRARY): {bogus}: ", r.stderr)
+
+    def test_a_library_that_is_not_vrams_is_named_as_such(self):
+        # The recorder, built beside libvram.so, is a library of vram's project but exports none of the C API.
+        other = Path(vram.library_path()).with_name("libvram_record.so")
+        if not other.exists():
+            self.skipTest(f"{other} is not built")
+        r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY=str(other))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(f"vram._library.VramError: {other}: not vram's C library (it has none of vram_malloc, "
+                      f"vram_free, ...); point VRAM_LIBRARY at libvram.so", r.stderr)
+        self.assertNotIn("older", r.stderr)
 
     def test_in_a_source_tree_beside_the_package_comes_before_the_build_folder(self):
         code = "import vram; print(vram.library_path()); print(vram.device_count())"

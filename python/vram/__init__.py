@@ -29,6 +29,7 @@ large_pool breakdowns.
 """
 import ctypes as _ctypes
 import json as _json
+import operator as _operator
 import sys as _sys
 
 from ._library import OutOfMemoryError, VramError, Stats as _Stats
@@ -136,9 +137,15 @@ def empty_cache(device=None):
 def set_memory_limit(limit_bytes, device=None):
     """The most bytes the device's pool may hold (0: no limit). Memory held above a lower limit stays until
     freed; allocations that would pass it fail."""
-    if limit_bytes < 0:
-        raise ValueError(f"limit {limit_bytes}: bytes, 0 (no limit) or more")
-    _library.check(_library.load().vram_set_limit(_index(device), int(limit_bytes)))
+    if isinstance(limit_bytes, bool):
+        raise TypeError(f"limit {limit_bytes!r}: want a whole number of bytes")
+    try:
+        limit = _operator.index(limit_bytes)  # an int or numpy integer; not 1.5, not "1GiB"
+    except TypeError:
+        raise TypeError(f"limit {limit_bytes!r}: want a whole number of bytes") from None
+    if not 0 <= limit < 2**64:
+        raise ValueError(f"limit {limit}: bytes, from 0 (no limit) to 2**64 - 1")
+    _library.check(_library.load().vram_set_limit(_index(device), limit))
 
 
 def get_memory_limit(device=None):

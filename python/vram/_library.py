@@ -83,6 +83,9 @@ def _prototypes(lib):
         "vram_last_error": (c.c_char_p, []),
     }
     missing = [name for name in table if not hasattr(lib, name)]
+    if len(missing) == len(table):
+        raise VramError(f"{lib._name}: not vram's C library (it has none of vram_malloc, vram_free, ...); "
+                        f"point VRAM_LIBRARY at libvram.so (cmake --build build --target vram_c)")
     if missing:
         raise VramError(f"{lib._name}: an older libvram.so, without {', '.join(missing)}; rebuild it "
                         f"(cmake --build build --target vram_c)")
