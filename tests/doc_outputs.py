@@ -81,6 +81,7 @@ def examples(text):
         if body is None:
             k += 1
             continue
+        raw_length = len(body)  # where the block ends in the document, before continued lines are joined
         body = joined(body)
         i = 0
         while i < len(body):
@@ -98,7 +99,7 @@ def examples(text):
             while shown and not shown[-1].strip():
                 shown.pop()
             if not shown and i >= len(body) and k + 1 < len(bl) and bl[k + 1][2] == "fence" and \
-                    bl[k + 1][0] == start + len(body) and bl[k + 1][1] and not bl[k + 1][1][0].startswith("$ "):
+                    bl[k + 1][0] == start + raw_length and bl[k + 1][1] and not bl[k + 1][1][0].startswith("$ "):
                 shown = bl[k + 1][1]  # a fenced block right after the commands holds their output
                 k += 1
             found.append((start + 1, commands, shown or None))

@@ -760,7 +760,15 @@ TEST(Pool, NonFiniteAndOutOfRangeSettingsAreRefusedNamingTheSettingOrVariable) {
     return std::string("(accepted)");
   };
   EXPECT_EQ(message({{"burst_window", "1e300"}}),
-            "vram pool setting burst_window: '1e300' is out of range: want a number from 0 to 3600000");
+            "vram pool setting burst_window: '1e300': want milliseconds from 0 to 3600000, or a time with its unit "
+            "(10ms, 500us)");
+  EXPECT_EQ(message({{"burst_window", "2h"}}).rfind("vram pool setting burst_window: ", 0), 0u);  // no unit 'h'
+  EXPECT_EQ(message({{"burst_window", "3601s"}}),
+            "vram pool setting burst_window: '3601s' is out of range: want at most 3600000 ms");
+  EXPECT_EQ(message({{"burst_window", "-5ms"}}).rfind("vram pool setting burst_window: ", 0), 0u);
+  EXPECT_EQ(pool_options{}.with({{"burst_window", "5ms"}}).burst_window_ms, 5.0);
+  EXPECT_EQ(pool_options{}.with({{"burst_window", "500us"}}).burst_window_ms, 0.5);
+  EXPECT_EQ(pool_options{}.with({{"burst_window", "1s"}}).burst_window_ms, 1000.0);
   EXPECT_EQ(message({{"max_cached_ratio", "nan"}}), "vram pool setting max_cached_ratio: 'nan': want a number from 0 to 1000");
   EXPECT_EQ(message({{"reserve_ratio", "inf"}}), "vram pool setting reserve_ratio: 'inf': want a number from 0 to 1000");
   EXPECT_EQ(message({{"reserve_ratio", "1001"}}),

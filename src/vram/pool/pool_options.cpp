@@ -3,6 +3,7 @@
 
 #include <array>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -43,6 +44,21 @@ std::size_t parse_count(std::string_view v, std::size_t hi) {
   return n;
 }
 
+/// A span of time in milliseconds from 0 to hi: a bare number is milliseconds ("2.5"); with a unit, any that
+/// parse_duration_ns takes ("10ms", "500us", "1s").
+double parse_window_ms(std::string_view v, double hi) {
+  if (v.empty() || !std::isalpha(static_cast<unsigned char>(v.back()))) {
+    try {
+      return parse_number(v, 0, hi);
+    } catch (const usage_error&) {
+      throw usage_error(fmt::format("'{}': want milliseconds from 0 to {}, or a time with its unit (10ms, 500us)", v, hi));
+    }
+  }
+  const double ms = static_cast<double>(parse_duration_ns(v)) / 1e6;  // refuses a negative or malformed one
+  if (ms > hi) throw usage_error(fmt::format("'{}' is out of range: want at most {} ms", v, hi));
+  return ms;
+}
+
 bool parse_bool(std::string_view v) {
   if (v == "1" || v == "true" || v == "on") return true;
   if (v == "0" || v == "false" || v == "off") return false;
@@ -63,7 +79,7 @@ constexpr std::array<option_row, 14> option_table{{
     {"small_handle", "VRAM_SMALL_HANDLE", [](pool_options& o, std::string_view v) { o.small_handle_bytes = parse_size(v); }},
     {"block_handles", "VRAM_BLOCK_HANDLES", [](pool_options& o, std::string_view v) { o.block_handles = parse_count(v, max_block_handles); }},
     {"burst_bytes", "VRAM_BURST_BYTES", [](pool_options& o, std::string_view v) { o.burst_bytes = parse_size(v); }},
-    {"burst_window", "VRAM_BURST_WINDOW", [](pool_options& o, std::string_view v) { o.burst_window_ms = parse_number(v, 0, max_window_ms); }},
+    {"burst_window", "VRAM_BURST_WINDOW", [](pool_options& o, std::string_view v) { o.burst_window_ms = parse_window_ms(v, max_window_ms); }},
     {"spare_slack", "VRAM_SPARE_SLACK", [](pool_options& o, std::string_view v) { o.spare_slack_bytes = parse_size(v); }},
     {"holes_below_peak", "VRAM_HOLES_BELOW_PEAK", [](pool_options& o, std::string_view v) { o.holes_below_peak = parse_bool(v); }},
     {"aliasing", "VRAM_ALIASING", [](pool_options& o, std::string_view v) { o.aliasing = parse_bool(v); }},
