@@ -224,12 +224,36 @@ TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_THAT(o.out, ::testing::HasSubstr("run.dev1.vram  6            3   6.00 MiB            -"));
   EXPECT_THAT(o.out, ::testing::HasSubstr("shows its segments, not its tensors"));
   EXPECT_THAT(o.out, ::testing::HasSubstr("vram record: 'sh' exited with status 4"));
-  // A command that writes nothing: the files of the run before are removed, not reported as this run's.
+  // A command that writes nothing: the recording of the run before stays as it was, and is said to.
   const outcome none = run("record --library /bin/true -o " + out + " -- true");
   EXPECT_EQ(none.code, 1);
   EXPECT_THAT(none.out, ::testing::HasSubstr("vram record: 'true' ran and wrote no recording"));
-  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_THAT(none.out, ::testing::HasSubstr("; " + out + " is as it was\n"));
+  EXPECT_EQ(std::filesystem::file_size(out), std::filesystem::file_size(small));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run.dev1.vram"));
+  // A run that records device 0 only replaces the output, and the run before's device 1 goes with it: it
+  // would be taken for this run's. No file of the run's own is left beside them.
+  // A process the program started records to OUTPUT.pidN: that file takes the output's name too.
+  const outcome one = run("record --library /bin/true -o " + out + " -- sh -c 'cp " + small +
+                          " \"$VRAM_RECORD_OUTPUT\" && cp " + small + " \"$VRAM_RECORD_OUTPUT.pid77\"'");
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_TRUE(std::filesystem::exists(out));
   EXPECT_FALSE(std::filesystem::exists(dir / "run.dev1.vram"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run.vram.pid77"));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 3u);  // small.vram, run.vram and run.vram.pid77
+  // An output the recording cannot be written to is refused before the program runs.
+  const std::string marker = (dir / "ran").string();
+  const outcome folder = run("record --library /bin/true -o " + dir.string() + " -- touch " + marker);
+  EXPECT_EQ(folder.code, 1) << folder.out;
+  EXPECT_THAT(folder.out, ::testing::HasSubstr(dir.string() + ": cannot create: it is a folder"));
+  const outcome nowhere = run("record --library /bin/true -o /no/such/folder/run.vram -- touch " + marker);
+  EXPECT_EQ(nowhere.code, 1) << nowhere.out;
+  EXPECT_THAT(nowhere.out, ::testing::HasSubstr("/no/such/folder/run.vram: cannot create: /no/such/folder is not a "
+                                                "folder this user may write to"));
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
 }
 
 TEST(Cli, ASnapshotsInferredStartIsSaidOnStderrAndInEveryJson) {

@@ -3,11 +3,13 @@
 // it recorded. The recording holds the program's device-memory calls at the driver level, whoever made them:
 // for PyTorch, its caching allocator's segments, not its tensors (docs/own-workload.md).
 #include <fmt/format.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -18,8 +20,10 @@
 #include "vram/cli/commands.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
+#include "vram/device/cuda_driver.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/table.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/trace/trace_recorder.hpp"
 
@@ -78,8 +82,33 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
   std::vector<std::string> args = command;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
+  // As a shell does for the program it waits on: Ctrl-C and Ctrl-\ go to the program (its signals as they
+  // were, set back in the child), and vram record lives on to put what was recorded in its place.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGQUIT);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  struct sigaction ignore {}, old_int {}, old_quit {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  struct restore_signals {
+    const struct sigaction& i;
+    const struct sigaction& q;
+    posix_spawnattr_t& a;
+    ~restore_signals() {
+      sigaction(SIGINT, &i, nullptr);
+      sigaction(SIGQUIT, &q, nullptr);
+      posix_spawnattr_destroy(&a);
+    }
+  } restore{old_int, old_quit, attr};
   pid_t pid = 0;
-  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()); rc != 0)
+  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data()); rc != 0)
     throw error(fmt::format("cannot run '{}': {}", command.front(), std::strerror(rc)));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -90,31 +119,70 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
   return 1;
 }
 
-// The files a recording wrote: OUTPUT for device 0, OUTPUT with ".devN" for the others.
-std::vector<fs::path> recorded_files(const fs::path& output) {
-  std::vector<fs::path> files;
-  for (int d = 0; d < 64; ++d) {
+constexpr int most_devices = 64;
+
+// The files a recording wrote, by device: OUTPUT for device 0, OUTPUT with ".devN" for the others.
+std::vector<std::pair<int, fs::path>> recorded_files(const fs::path& output) {
+  std::vector<std::pair<int, fs::path>> files;
+  for (int d = 0; d < most_devices; ++d) {
     const fs::path p = device_recording_path(output.string(), d);
-    if (fs::exists(p)) files.push_back(p);
+    if (fs::is_regular_file(p)) files.emplace_back(d, p);
   }
   return files;
+}
+
+// Puts a run's recording in the place of the output's files: every device's file of the run before goes (an
+// older run's .dev1 would be taken for this run's), then each of this run's is renamed to its name.
+std::vector<fs::path> put_in_place(const std::vector<std::pair<int, fs::path>>& staged, const fs::path& output) {
+  for (const auto& [d, old] : recorded_files(output)) fs::remove(old);
+  std::vector<fs::path> files;
+  for (const auto& [d, path] : staged) {
+    const fs::path target = device_recording_path(output.string(), d);
+    fs::rename(path, target);
+    files.push_back(target);
+  }
+  return files;
+}
+
+// The files of processes the program started (STAGING.pidN, and their devices') lose the staging prefix.
+void unstage_the_rest(const fs::path& folder, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (auto name = entry.path().filename().string(); name.rfind(prefix, 0) == 0) names.push_back(std::move(name));
+  for (const auto& name : names) fs::rename(folder / name, folder / name.substr(prefix.size()));
 }
 
 void run_record(const record_args& a) {
   if (a.command.empty()) throw usage_error("vram record needs a command to run: vram record -o run.vram -- ./app args");
   const fs::path recorder = find_recorder(a.library);
   const fs::path output = fs::absolute(a.output);
-  for (const auto& stale : recorded_files(output)) fs::remove(stale);  // an older run's files would mislead
-  const int status = run_child(a.command, recorder, output);
-  const auto files = recorded_files(output);
-  if (files.empty()) {
+  detail::check_writable(output.string());  // a folder, or one this user may not write to: said before the run
+  std::string why;
+  if (!cuda_available(&why)) {
+    std::cerr << fmt::format("vram record: no CUDA device here ({}): '{}' runs, but CUDA will not load the "
+                             "recorder, so it is unlikely to record anything\n",
+                             why, a.command.front());
+  }
+  // The run records under a name of its own beside the output; the output's files are replaced only once
+  // there is a recording, so a run that records nothing leaves the last one as it was.
+  const std::string prefix = fmt::format(".vram-record-{}-", ::getpid());
+  const fs::path staging = output.parent_path() / (prefix + output.filename().string());
+  for (const auto& [d, stale] : recorded_files(staging)) fs::remove(stale);
+  const int status = run_child(a.command, recorder, staging);
+  const auto staged = recorded_files(staging);
+  if (staged.empty()) {
+    unstage_the_rest(staging.parent_path(), prefix);  // processes it started may have recorded
     std::cerr << fmt::format(
         "vram record: '{}' {} and wrote no recording: it made no device-memory call, or CUDA did not load the "
-        "recorder (a program that never initializes CUDA; a CUDA older than CUPTI's memory records)\n",
-        a.command.front(), status == 0 ? "ran" : fmt::format("exited with status {}", status));
+        "recorder (no CUDA device; a program that never initializes CUDA; a CUDA older than CUPTI's memory "
+        "records){}\n",
+        a.command.front(), status == 0 ? "ran" : fmt::format("exited with status {}", status),
+        fs::exists(output) ? fmt::format("; {} is as it was", output.string()) : "");
     finished_status = status == 0 ? 1 : status;
     return;
   }
+  const auto files = put_in_place(staged, output);
+  unstage_the_rest(staging.parent_path(), prefix);
   text_table table({"file", "events", "allocs", "peak live", "peak mapped", "span"});
   nlohmann::json out = nlohmann::json::array();
   for (const auto& f : files) {
