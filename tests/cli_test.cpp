@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +40,14 @@ outcome run(const std::string& args) {
   return o;
 }
 
+struct split_outcome {
+  int code;
+  std::string out, err;  // standard output; standard error
+};
+
+// As run(), with standard error apart (in a file of the process's own beside the test folders).
+split_outcome run_split(const std::string& args);
+
 // A folder of the running test's own: ctest runs the tests of this file side by side, and two of them
 // writing one file would read each other's half-written traces. The process's folder goes when it ends.
 std::filesystem::path process_dir() {
@@ -58,6 +68,13 @@ struct remove_process_dir : ::testing::Environment {
   }
 };
 [[maybe_unused]] auto* const cleanup = ::testing::AddGlobalTestEnvironment(new remove_process_dir);
+
+split_outcome run_split(const std::string& args) {
+  const auto err_path = test_dir() / "stderr.txt";
+  const outcome o = run(args + " 2>" + err_path.string() + " #");  // run()'s own 2>&1 becomes a comment
+  std::ifstream in(err_path);
+  return {o.code, o.out, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
 
 std::string write_file(const std::string& name, const std::string& text) {
   const auto path = (test_dir() / name).string();
@@ -118,9 +135,9 @@ TEST(Cli, APolicysSettingsStayInItsName) {
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_EQ(nlohmann::json::parse(f.out)[0]["policy"], "vram:small_handle=2MiB");
   const std::string page = (test_dir() / "report.html").string();
-  const outcome r = run("report " + path + " --policy vram,vram:max_cached_ratio=0.1 --no-fit --no-curve --json -o " +
-                        page);
-  ASSERT_EQ(r.code, 0) << r.out;
+  const split_outcome r = run_split("report " + path + " --policy vram,vram:max_cached_ratio=0.1 --no-fit --no-curve "
+                                    "--json -o " + page);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto reserved = nlohmann::json::parse(r.out)["traces"][0]["series"]["reserved"];
   ASSERT_EQ(reserved.size(), 2u);
   EXPECT_EQ(reserved[0]["policy"], "vram");
@@ -321,10 +338,15 @@ TEST(Cli, ReportWritesOnePageAndSaysTheFailureInWords) {
   std::ifstream in(page);
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(html, ::testing::HasSubstr("<script type=\"application/json\" id=\"vram-data\">"));
-  // --json prints the page's data.
-  o = run("report " + path + " --policy cuda-direct --device sim:4MiB --no-fit --no-curve --json -o " + page);
-  EXPECT_EQ(o.code, 0);
-  EXPECT_THAT(o.out, ::testing::HasSubstr("\"failures\""));
+  // --json prints the page's data, on one line, and says on standard error that it wrote the page.
+  std::filesystem::remove(page);
+  const split_outcome j =
+      run_split("report " + path + " --policy cuda-direct --device sim:4MiB --no-fit --no-curve --json -o " + page);
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out)["traces"][0]["failures"].size(), 1u);
+  EXPECT_EQ(std::count(j.out.begin(), j.out.end(), '\n'), 1);
+  EXPECT_THAT(j.err, ::testing::StartsWith("wrote " + page + " ("));
+  EXPECT_TRUE(std::filesystem::exists(page));
   // Said before any replay: a folder that cannot take the page, a GPU device, an unreadable trace.
   o = run("report " + path + " -o /nonexistent-vram-dir/r.html");
   EXPECT_EQ(o.code, 1);

@@ -18,6 +18,10 @@ import tempfile
 
 POLICIES = ["vram", "torch-native", "cuda-direct"]
 DEVICE = "sim:5.5GiB"  # small enough that cuda-direct fails on vit_train (its fit is 5.82 GiB)
+DEVICE_SHOWN = "5.50 GiB"  # the page's words for it
+# A free of a block freed already: the replays skip it, and the page says so.
+DOUBLE_FREE = ("time_us,action,addr,size,stream\n0,alloc,4096,1048576,0\n10,free_requested,4096,1048576,0\n"
+               "20,free_requested,4096,1048576,0\n")
 
 
 def chromium():
@@ -92,6 +96,16 @@ def check_page(binary, vram, page, traces, static, failures):
         failed = sum(1 for r in rows if r["failed_allocations"] > 0)
         expect(drawn["failures"] == failed, f"{drawn['name']}: {failed} failure sentences (got {drawn['failures']})",
                failures)
+        fits = ["not run" if "fit_bytes" not in r else
+                f"none up to {DEVICE_SHOWN}" if r["fit_bytes"] is None else None
+                for r in data[drawn["name"]]["results"]]
+        expect(all(want is None or want == got for want, got in zip(fits, drawn["fits"])) and
+               len(drawn["fits"]) == len(POLICIES),
+               f"{drawn['name']}: a policy that fits on no size tried says so ({drawn['fits']})", failures)
+        unmatched = max(r["unmatched_frees"] for r in rows)
+        expect(drawn["unmatched_said"] == unmatched,
+               f"{drawn['name']}: {unmatched} rows that match no block, said on the page (said {drawn['unmatched_said']})",
+               failures)
         expect(drawn["maps"] == len(POLICIES), f"{drawn['name']}: a map per policy (got {drawn['maps']})", failures)
         distinct = {(p["driver_share"], p["reserved_over_live"]) for p in data[drawn["name"]]["curve"]}
         expect(drawn["curve_settings"] == 7 and drawn["curve_points"] == len(distinct),
@@ -121,8 +135,11 @@ def main(vram, source, work):
         print("SKIP: no Chromium here (scripts/setup --browser installs it)")
         return 77
     os.makedirs(work, exist_ok=True)
+    double_free = os.path.join(work, "double_free.csv")
+    with open(double_free, "w") as f:
+        f.write(DOUBLE_FREE)
     traces = [os.path.join(source, "examples", "traces", "vit_train.csv.gz"),
-              os.path.join(source, "examples", "traces", "small.csv")]
+              os.path.join(source, "examples", "traces", "small.csv"), double_free]
     failures = []
     page = os.path.join(work, "report.html")
     check = check_page(binary, vram, page, traces, False, failures)

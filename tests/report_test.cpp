@@ -323,6 +323,39 @@ TEST(ReportPage, SelfContainedWithItsDataEscaped) {
   }
 }
 
+// Two points at 1.001 and 1.02: with room of a tenth of the larger value's 1% (0.0102) below, the ticks
+// 0.01 apart start at 0.99; with the floor at 1, where reserved over live cannot go, they start at 1.
+TEST(SvgChart, TheYAxisStopsAtItsFloor) {
+  const std::vector<svg_point> points{{0.1, 1.001, "a"}, {0.2, 1.02, "b"}};
+  svg_frame frame{"x", "y", 720, 300};
+  EXPECT_NE(svg_scatter(points, frame).find(">0.99</text>"), std::string::npos);
+  frame.y_floor = 1.0;
+  const std::string floored = svg_scatter(points, frame);
+  EXPECT_EQ(floored.find(">0.99</text>"), std::string::npos);
+  EXPECT_NE(floored.find(">1</text>"), std::string::npos);
+  EXPECT_NE(floored.find(">1.01</text>"), std::string::npos);
+}
+
+// Labels that would cover each other: the second (lower) point's label moves a line down, with a line back to
+// its point; a label far from the others stays beside its point with none. A failed setting is red.
+TEST(SvgChart, LabelsMoveOffEachOtherAndFailuresAreRed) {
+  const std::vector<svg_point> points{
+      {1.0, 1.0100, "defaults", true}, {1.0, 1.0099, "small_handle=16MiB"}, {3.0, 1.05, "far", false, true}};
+  const std::string svg = svg_scatter(points, {"x", "y", 720, 300});
+  std::size_t leaders = 0;
+  for (auto at = svg.find(R"(stroke="#999999")"); at != std::string::npos; at = svg.find(R"(stroke="#999999")", at + 1))
+    ++leaders;
+  EXPECT_EQ(leaders, 1u) << svg;
+  const auto y_of = [&](const std::string& label) {
+    const auto end = svg.find(">" + label + "</text>");
+    const auto y = svg.rfind(" y=\"", end);
+    return std::stod(svg.substr(y + 4));
+  };
+  EXPECT_NEAR(y_of("small_handle=16MiB") - y_of("defaults"), 13.0, 0.2);  // one line down (and 0.01% lower)
+  EXPECT_NE(svg.find(R"( fill="#b00020">far</text>)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(R"(fill="white" stroke="#b00020")"), std::string::npos) << svg;
+}
+
 TEST(SvgChart, NiceTicks) {
   EXPECT_EQ(nice_ticks(0, 10, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
   EXPECT_EQ(nice_ticks(0, 1, 4), (std::vector<double>{0, 0.5, 1}));  // step 0.25 rounds up to 0.5

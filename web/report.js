@@ -312,16 +312,26 @@
       section.append(el('p', { class: 'ok', text: 'No allocation failed under any policy on this device.' }));
     }
     for (const f of t.failures) section.append(el('p', { class: 'alert', text: f.sentence }));
+    const unmatched = Math.max(0, ...t.results.map((r) => r.unmatched_frees || 0));
+    if (unmatched > 0) {
+      section.append(el('p', { class: 'alert', text: `${unmatched.toLocaleString()} row` +
+        `${unmatched === 1 ? '' : 's'} of the trace match${unmatched === 1 ? 'es' : ''} no block (a free of no live ` +
+        'block, a double free, an allocation at an address still live): the replays skipped ' +
+        `${unmatched === 1 ? 'it' : 'them'}; vram check names ${unmatched === 1 ? 'it' : 'them'}.` }));
+    }
 
     // One line per policy: what a person compares first.
     const cards = el('table', { class: 'cards' });
     cards.append(el('tr', {}, ...['policy', 'peak reserved', 'reserved / live', 'fits on', 'driver time', 'failed']
       .map((h) => el('th', { text: h }))));
+    const fitTexts = [];
     for (const r of t.results) {
-      const fitText = r.fit_bytes === undefined ? 'not run' : (r.fit_bytes === null ? 'no size tried' : bytes(r.fit_bytes));
+      const fitText = r.fit_bytes === undefined ? 'not run'
+        : (r.fit_bytes === null ? 'none up to ' + bytes(data.device.capacity) : bytes(r.fit_bytes));
       cards.append(el('tr', {}, ...[r.policy, bytes(r.peak_reserved_bytes), r.reserved_over_live.toFixed(3) + 'x',
         fitText, (r.driver_share_of_trace * 100).toFixed(2) + '%', String(r.failed_allocations)]
         .map((v) => el('td', { text: v }))));
+      fitTexts.push(fitText);
     }
     section.append(el('h3', { text: 'Memory over time' }));
     const chartBox = el('div', { class: 'chart' });
@@ -381,6 +391,7 @@
     const entry = { name: t.name, series: result.series, drawn: result.drawn, peaks: result.peaks,
       buckets: t.series ? t.series.buckets : 0, points: result.points || 0,
       moments: t.moments.length, maps: view.drawn || 0, failures: t.failures.length,
+      fits: fitTexts, unmatched_said: unmatched,
       curve_settings: (t.curve || []).length,
       curve_points: t.curve_svg ? section.querySelectorAll('circle.point').length : 0 };
     check.traces.push(entry);

@@ -7,6 +7,7 @@
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/cli/trace_inputs.hpp"
+#include "vram/cli/trace_warnings.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
@@ -14,6 +15,7 @@
 #include "vram/report/html_page.hpp"
 #include "vram/report/report_data.hpp"
 #include "vram/trace/file_io.hpp"
+#include "vram/trace/trace_check.hpp"
 
 namespace vram::cli {
 
@@ -62,7 +64,13 @@ void run_report(const report_args& a) {
   nlohmann::json traces = nlohmann::json::array();
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
-    for (const trace& t : read_input(path, a.read)) traces.push_back(report_trace(t, o));
+    for (const trace& t : read_input(path, a.read)) {
+      if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
+        progress.clear();
+        std::cerr << "warning: " << problems << "warning: the replays skip them; the page says how many\n";
+      }
+      traces.push_back(report_trace(t, o));
+    }
   }
   progress.show("writing the page");
   nlohmann::json data = {{"version", 1},
@@ -73,7 +81,9 @@ void run_report(const report_args& a) {
   detail::write_file_bytes(a.output, page);
   progress.clear();
   if (a.json) {
-    std::cout << data.dump(2) << '\n';
+    // The page's data: its series run to --points values each, so it is written without indentation.
+    std::cout << data.dump() << '\n';
+    std::cerr << fmt::format("wrote {} ({})\n", a.output, format_bytes(page.size()));
     return;
   }
   std::cout << fmt::format("wrote {} ({}): {} trace{}, {} polic{}, charts {}; open it in a browser\n", a.output,

@@ -69,18 +69,24 @@ std::string curve_chart(const nlohmann::json& curve) {
   std::vector<svg_point> points;
   for (const auto& p : curve) {
     const double x = p["driver_share"].get<double>() * 100.0, y = p["reserved_over_live"].get<double>();
-    const std::string label = p["setting"].get<std::string>();
+    std::string label = p["setting"].get<std::string>();
+    if (label == "small_handle=0") label += " (max_handle always)";  // 0: no smaller handles outside a burst
+    const auto failed = p.value("failed_allocations", std::uint64_t{0});
+    if (failed > 0) label += fmt::format(" ({} failed)", failed);
     const bool highlight = p["default"].get<bool>();
     // Settings that land on the same point share it, and one label.
     const auto same = std::find_if(points.begin(), points.end(), [&](const svg_point& q) { return q.x == x && q.y == y; });
     if (same != points.end()) {
       same->label += ", " + label;
       same->highlight = same->highlight || highlight;
+      same->alert = same->alert || failed > 0;
     } else {
-      points.push_back({x, y, label, highlight});
+      points.push_back({x, y, label, highlight, failed > 0});
     }
   }
-  return svg_scatter(points, {"driver time, % of the trace (modelled)", "peak reserved / peak live", 720, 300});
+  svg_frame frame{"driver time, % of the trace (modelled)", "peak reserved / peak live", 720, 300};
+  frame.y_floor = 1.0;  // nothing reserves less than it holds
+  return svg_scatter(points, frame);
 }
 
 }  // namespace

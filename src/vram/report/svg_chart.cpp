@@ -111,19 +111,58 @@ std::string svg_scatter(const std::vector<svg_point>& points, const svg_frame& f
     y_lo = first ? p.y : std::min(y_lo, p.y), y_hi = first ? p.y : std::max(y_hi, p.y);
     first = false;
   }
-  // Some room around the points, so that the extreme ones and their labels sit inside the frame.
+  // Some room around the points, so that the extreme ones and their labels sit inside the frame; none below
+  // the floor the values cannot pass.
   const double dx = std::max((x_hi - x_lo) * 0.1, std::abs(x_hi) * 0.05 + 1e-9);
   const double dy = std::max((y_hi - y_lo) * 0.1, std::abs(y_hi) * 0.01 + 1e-9);
-  const auto xt = nice_ticks(std::max(0.0, x_lo - dx), x_hi + dx), yt = nice_ticks(y_lo - dy, y_hi + dy);
+  const double y_bottom = std::max(y_lo - dy, std::min(f.y_floor, y_lo));
+  const auto xt = nice_ticks(std::max(0.0, x_lo - dx), x_hi + dx), yt = nice_ticks(y_bottom, y_hi + dy);
   const auto [ax0, ax1] = span_of(xt, x_lo - dx, x_hi + dx);
-  const auto [ay0, ay1] = span_of(yt, y_lo - dy, y_hi + dy);
+  const auto [ay0, ay1] = span_of(yt, y_bottom, y_hi + dy);
   const axes a{ax0, ax1, ay0, ay1, f.width, f.height};
   std::string s = frame_svg(a, f, xt, yt);
+
+  // Labels are placed from the top of the chart down, each where it covers none placed before: beside its
+  // point if it can, else a line (13 px) or more above or below, with a thin line back to the point.
+  struct box {
+    double x0, y0, x1, y1;
+  };
+  std::vector<box> placed;
+  const auto covers = [&](const box& b) {
+    return std::any_of(placed.begin(), placed.end(),
+                       [&](const box& q) { return b.x0 < q.x1 && q.x0 < b.x1 && b.y0 < q.y1 && q.y0 < b.y1; });
+  };
+  std::vector<std::size_t> order(points.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return points[i].y > points[j].y; });
+  constexpr double char_width = 6.5, line = 13;
+  for (const std::size_t i : order) {
+    const auto& p = points[i];
+    const double cx = a.px(p.x), cy = a.py(p.y);
+    const double width = char_width * static_cast<double>(p.label.size());
+    const bool leftward = cx + 8 + width > f.width - right && cx - 8 - width >= left;
+    const double x0 = leftward ? cx - 8 - width : cx + 8;
+    double shift = 0;
+    for (int k = 0; k <= 12; ++k) {
+      const double s_k = (k % 2 == 1 ? 1 : -1) * line * ((k + 1) / 2);  // 0, +13, -13, +26, -26, ...
+      if (!covers({x0, cy + s_k - 9, x0 + width, cy + s_k + 4})) {
+        shift = s_k;
+        break;
+      }
+      shift = line * 6;  // nowhere free near: under the rest
+    }
+    placed.push_back({x0, cy + shift - 9, x0 + width, cy + shift + 4});
+    if (shift != 0)
+      s += fmt::format(R"svg(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999999" stroke-width="0.8"/>)svg",
+                       cx, cy, leftward ? x0 + width : x0, cy + shift);
+    s += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}"{}{}>{}</text>)svg", x0, cy + shift + 4,
+                     p.highlight ? R"svg( font-weight="bold")svg" : "", p.alert ? R"svg( fill="#b00020")svg" : "",
+                     escape(p.label));
+  }
   for (const auto& p : points) {
-    s += fmt::format(R"svg(<circle class="point" cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}" stroke="#1f4e79"/>)svg", a.px(p.x),
-                     a.py(p.y), p.highlight ? 6 : 4, p.highlight ? "#1f4e79" : "white");
-    s += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}"{}>{}</text>)svg", a.px(p.x) + 8, a.py(p.y) + 4,
-                     p.highlight ? R"svg( font-weight="bold")svg" : "", escape(p.label));
+    s += fmt::format(R"svg(<circle class="point" cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}" stroke="{}"/>)svg", a.px(p.x),
+                     a.py(p.y), p.highlight ? 6 : 4, p.highlight ? (p.alert ? "#b00020" : "#1f4e79") : "white",
+                     p.alert ? "#b00020" : "#1f4e79");
   }
   return s + "</svg>";
 }
