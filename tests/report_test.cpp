@@ -354,6 +354,10 @@ TEST(SvgChart, LabelsMoveOffEachOtherAndFailuresAreRed) {
   EXPECT_NEAR(y_of("small_handle=16MiB") - y_of("defaults"), 13.0, 0.2);  // one line down (and 0.01% lower)
   EXPECT_NE(svg.find(R"( fill="#b00020">far</text>)"), std::string::npos) << svg;
   EXPECT_NE(svg.find(R"(fill="white" stroke="#b00020")"), std::string::npos) << svg;
+  // Settings that share a point: a line each, the second a tspan 13 px below the first.
+  const std::string two = svg_scatter({{1.0, 1.01, "small_handle=2MiB\nsmall_handle=4MiB"}}, {"x", "y", 720, 300});
+  EXPECT_NE(two.find(R"(>small_handle=2MiB<tspan x=")"), std::string::npos) << two;
+  EXPECT_NE(two.find(R"(" dy="13">small_handle=4MiB</tspan></text>)"), std::string::npos) << two;
 }
 
 TEST(SvgChart, NiceTicks) {

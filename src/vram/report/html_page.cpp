@@ -77,7 +77,7 @@ std::string curve_chart(const nlohmann::json& curve) {
     // Settings that land on the same point share it, and one label.
     const auto same = std::find_if(points.begin(), points.end(), [&](const svg_point& q) { return q.x == x && q.y == y; });
     if (same != points.end()) {
-      same->label += ", " + label;
+      same->label += "\n" + label;  // a line each
       same->highlight = same->highlight || highlight;
       same->alert = same->alert || failed > 0;
     } else {

@@ -122,12 +122,13 @@ std::string svg_scatter(const std::vector<svg_point>& points, const svg_frame& f
   const axes a{ax0, ax1, ay0, ay1, f.width, f.height};
   std::string s = frame_svg(a, f, xt, yt);
 
-  // Labels are placed from the top of the chart down, each where it covers none placed before: beside its
-  // point if it can, else a line (13 px) or more above or below, with a thin line back to the point.
+  // Labels are placed from the top of the chart down, each where it covers no point and no label placed
+  // before: beside its point if it can, else a line (13 px) or more above or below, with a thin line back to the point.
   struct box {
     double x0, y0, x1, y1;
   };
-  std::vector<box> placed;
+  std::vector<box> placed;  // the points themselves first: no label covers one
+  for (const auto& p : points) placed.push_back({a.px(p.x) - 6, a.py(p.y) - 6, a.px(p.x) + 6, a.py(p.y) + 6});
   const auto covers = [&](const box& b) {
     return std::any_of(placed.begin(), placed.end(),
                        [&](const box& q) { return b.x0 < q.x1 && q.x0 < b.x1 && b.y0 < q.y1 && q.y0 < b.y1; });
@@ -139,25 +140,40 @@ std::string svg_scatter(const std::vector<svg_point>& points, const svg_frame& f
   for (const std::size_t i : order) {
     const auto& p = points[i];
     const double cx = a.px(p.x), cy = a.py(p.y);
-    const double width = char_width * static_cast<double>(p.label.size());
-    const bool leftward = cx + 8 + width > f.width - right && cx - 8 - width >= left;
-    const double x0 = leftward ? cx - 8 - width : cx + 8;
-    double shift = 0;
-    for (int k = 0; k <= 12; ++k) {
-      const double s_k = (k % 2 == 1 ? 1 : -1) * line * ((k + 1) / 2);  // 0, +13, -13, +26, -26, ...
-      if (!covers({x0, cy + s_k - 9, x0 + width, cy + s_k + 4})) {
-        shift = s_k;
-        break;
-      }
-      shift = line * 6;  // nowhere free near: under the rest
+    std::vector<std::string> rows;  // a label of several lines: one for each setting that shares the point
+    for (std::size_t from = 0;;) {
+      const auto nl = p.label.find('\n', from);
+      rows.push_back(p.label.substr(from, nl == std::string::npos ? std::string::npos : nl - from));
+      if (nl == std::string::npos) break;
+      from = nl + 1;
     }
-    placed.push_back({x0, cy + shift - 9, x0 + width, cy + shift + 4});
+    std::size_t longest = 0;
+    for (const auto& r : rows) longest = std::max(longest, r.size());
+    const double width = char_width * static_cast<double>(longest);
+    const double height = line * static_cast<double>(rows.size());
+    // To the right of the point, or to its left where the right has not the room and the left has more.
+    const double room_right = f.width - right - (cx + 8), room_left = cx - 8 - left;
+    const bool leftward = width > room_right && room_left > room_right;
+    const double x0 = leftward ? cx - 8 - width : cx + 8;
+    // Within the plot's frame: the first place free of the rest, else the nearest inside it.
+    const auto inside = [&](double s_k) { return cy + s_k - 9 >= top && cy + s_k - 9 + height <= f.height - bottom; };
+    double shift = 0;
+    bool found = false, any_inside = false;
+    for (int k = 0; k <= 40 && !found; ++k) {
+      const double s_k = (k % 2 == 1 ? 1 : -1) * line * ((k + 1) / 2);  // 0, +13, -13, +26, -26, ...
+      if (!inside(s_k)) continue;
+      if (!any_inside) shift = s_k, any_inside = true;
+      if (!covers({x0, cy + s_k - 9, x0 + width, cy + s_k - 9 + height})) shift = s_k, found = true;
+    }
+    placed.push_back({x0, cy + shift - 9, x0 + width, cy + shift - 9 + height});
     if (shift != 0)
       s += fmt::format(R"svg(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999999" stroke-width="0.8"/>)svg",
                        cx, cy, leftward ? x0 + width : x0, cy + shift);
+    std::string text = escape(rows.front());
+    for (std::size_t r = 1; r < rows.size(); ++r)
+      text += fmt::format(R"svg(<tspan x="{:.1f}" dy="{}">{}</tspan>)svg", x0, line, escape(rows[r]));
     s += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}"{}{}>{}</text>)svg", x0, cy + shift + 4,
-                     p.highlight ? R"svg( font-weight="bold")svg" : "", p.alert ? R"svg( fill="#b00020")svg" : "",
-                     escape(p.label));
+                     p.highlight ? R"svg( font-weight="bold")svg" : "", p.alert ? R"svg( fill="#b00020")svg" : "", text);
   }
   for (const auto& p : points) {
     s += fmt::format(R"svg(<circle class="point" cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}" stroke="{}"/>)svg", a.px(p.x),

@@ -16,7 +16,7 @@ struct svg_line {
 
 struct svg_point {
   double x = 0, y = 0;
-  std::string label;
+  std::string label;       // '\n' between lines
   bool highlight = false;  // drawn larger and filled
   bool alert = false;      // drawn in red: a setting under which allocations failed
 };
