@@ -514,6 +514,20 @@ TEST(Cli, NumbersOutOfRangeAndParseErrorsAreOneLineAndExit2) {
   EXPECT_EQ(run("simulate alternating --seed 18446744073709551615 -o " + out).code, 0);
 }
 
+// A file that cannot be opened, named after one that can, fails before any replay: the one line of its
+// error is all the output.
+TEST(Cli, AMissingFileFailsBeforeTheFilesBeforeItAreReplayed) {
+  const auto path = write_file("small.csv", small_trace);
+  const std::string missing = (test_dir() / "missing.csv").string();
+  const std::string report = "report --no-fit --no-curve -o " + (test_dir() / "r.html").string();
+  for (const std::string& command : std::vector<std::string>{"replay", "fit", report}) {
+    const outcome o = run(command + " " + path + " " + missing + " --policy vram --device sim");
+    EXPECT_EQ(o.code, 1) << command;
+    EXPECT_EQ(o.out, "vram: " + missing + ": cannot open: No such file or directory\n") << command;
+  }
+  EXPECT_FALSE(std::filesystem::exists(test_dir() / "r.html"));
+}
+
 // Spaces around a policy's name, settings and values are not part of them.
 TEST(Cli, SpacesAroundPoliciesAndSettingsAreDropped) {
   EXPECT_EQ(parse_policy_list("vram, torch-native").at(1), "torch-native");

@@ -30,6 +30,7 @@ struct fit_args {
 
 void run_fit(const fit_args& a) {
   const auto policies = parse_policy_list(a.policies);
+  check_inputs(a.traces);  // a missing second file fails before the first is replayed
   const auto spec = parse_device_spec(a.device);
   if (spec.which == device_spec::kind::cuda) throw usage_error("vram fit runs on the simulated device: use --device sim[:MAX]");
   fit_options options;

@@ -36,6 +36,7 @@ struct replay_args {
 void run_replay(const replay_args& a) {
   const auto policies = parse_policy_list(a.policies);
   check_policy_settings(policies);  // a bad setting fails before the device opens and says nothing else
+  check_inputs(a.traces);  // a missing second file fails before the first is replayed
   const auto spec = parse_device_spec(a.device);
   progress_line progress;
   std::vector<replay_result> results;

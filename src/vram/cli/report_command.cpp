@@ -58,6 +58,7 @@ void run_report(const report_args& a) {
   // The replays may take minutes: a page that cannot be written is said before them, and an existing one is
   // replaced only once the new one is ready.
   detail::check_writable(a.output);
+  check_inputs(a.traces);  // a missing second file fails before the first is replayed
   progress_line progress;
   o.progress = [&](const std::string& what) { progress.show(what); };
 

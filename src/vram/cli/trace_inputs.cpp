@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "vram/core/error.hpp"
+#include "vram/trace/file_io.hpp"
 
 namespace vram::cli {
 
@@ -21,6 +22,10 @@ void add_device_index_option(CLI::App* cmd, read_options& options) {
 
 void print_notes(const std::string& path, const trace& t) {
   for (const auto& note : t.notes) std::cerr << fmt::format("note: {} ({}): {}\n", path, t.name, note);
+}
+
+void check_inputs(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) detail::input_file{path};
 }
 
 std::vector<trace> read_input(const std::string& path, const read_options& options) {
