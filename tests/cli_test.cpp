@@ -205,6 +205,20 @@ TEST(Cli, ConvertWritesTheFormatTheOutputsNameAsksFor) {
               ::testing::HasSubstr("6 events, torch format"));
   EXPECT_THAT(run("convert " + src + " -o " + (dir / "x.csv").string() + " --to vram").out,
               ::testing::HasSubstr("6 events, vram format"));
+  // An RMM log has no rows for segments or completed frees: of 5 rows, the alloc and the free are written.
+  const std::string with_segments = write_file("seg.csv",
+                                               "time_us,action,addr,size,stream\n"
+                                               "0,segment_alloc,4096,2097152,0\n"
+                                               "1,alloc,4096,1048576,0\n"
+                                               "2,free_requested,4096,1048576,0\n"
+                                               "3,free_completed,4096,1048576,0\n"
+                                               "4,segment_free,4096,2097152,0\n");
+  const std::string rmm_out = (dir / "seg.rmm.csv").string();
+  const outcome to_rmm = run("convert " + with_segments + " -o " + rmm_out + " --to rmm");
+  EXPECT_EQ(to_rmm.code, 0) << to_rmm.out;
+  EXPECT_EQ(to_rmm.out, "wrote " + rmm_out + ": 2 events, rmm format (3 rows of 5 left out: an RMM log has no "
+                        "segments, completed frees or snapshots)\n");
+  EXPECT_THAT(run("check " + rmm_out + " --json").out, ::testing::HasSubstr("\"events\": 2,"));
 }
 
 // Each command's help ends with the exit statuses; the list of policies only where --policy is taken.

@@ -2,6 +2,7 @@
 // PyTorch memory snapshot (one device of it: --device-index where it holds several).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
@@ -33,7 +34,18 @@ void run_convert(const convert_args& a) {
     std::cerr << "warning: " << problems;
   }
   write_trace(a.output, t, f);
-  std::cout << fmt::format("wrote {}: {} events, {} format\n", a.output, t.events.size(), to_string(f));
+  // An RMM log has rows for allocations, frees and failed allocations only: the rest are not written.
+  std::size_t written = t.events.size();
+  if (f == trace_format::rmm) {
+    written = static_cast<std::size_t>(std::count_if(t.events.begin(), t.events.end(), [](const trace_event& e) {
+      return e.action == trace_action::alloc || e.action == trace_action::free_requested || e.action == trace_action::oom;
+    }));
+  }
+  std::cout << fmt::format("wrote {}: {} events, {} format", a.output, written, to_string(f));
+  if (written != t.events.size())
+    std::cout << fmt::format(" ({} rows of {} left out: an RMM log has no segments, completed frees or snapshots)",
+                             t.events.size() - written, t.events.size());
+  std::cout << '\n';
 }
 
 }  // namespace
