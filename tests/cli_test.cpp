@@ -251,8 +251,8 @@ TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
                         "cp " + small + " \"$VRAM_RECORD_OUTPUT\" && cp " + small +
                         " \"${VRAM_RECORD_OUTPUT%.vram}.dev1.vram\" && exit 4'");
   EXPECT_EQ(o.code, 4) << o.out;
-  EXPECT_THAT(o.out, ::testing::HasSubstr("run.vram       6            3   6.00 MiB            -"));
-  EXPECT_THAT(o.out, ::testing::HasSubstr("run.dev1.vram  6            3   6.00 MiB            -"));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("\nrun.vram            6       3   6.00 MiB            -  0.000 s\n"));
+  EXPECT_THAT(o.out, ::testing::HasSubstr("\nrun.dev1.vram       6       3   6.00 MiB            -  0.000 s\n"));
   EXPECT_THAT(o.out, ::testing::HasSubstr("shows its segments, not its tensors"));
   EXPECT_THAT(o.out, ::testing::HasSubstr("vram record: 'sh' exited with status 4"));
   // A command that writes nothing: the recording of the run before stays as it was, and is said to.

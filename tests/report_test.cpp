@@ -13,6 +13,7 @@
 #include "vram/report/memory_map.hpp"
 #include "vram/report/report_data.hpp"
 #include "vram/report/svg_chart.hpp"
+#include "vram/report/table.hpp"
 #include "vram/workload/trace_builder.hpp"
 
 namespace vram {
@@ -358,6 +359,24 @@ TEST(SvgChart, LabelsMoveOffEachOtherAndFailuresAreRed) {
   const std::string two = svg_scatter({{1.0, 1.01, "small_handle=2MiB\nsmall_handle=4MiB"}}, {"x", "y", 720, 300});
   EXPECT_NE(two.find(R"(>small_handle=2MiB<tspan x=")"), std::string::npos) << two;
   EXPECT_NE(two.find(R"(" dy="13">small_handle=4MiB</tspan></text>)"), std::string::npos) << two;
+}
+
+// Words left, numbers right: one column of words by default, two where asked (a trace and a policy).
+TEST(TextTable, WordColumnsLeftNumberColumnsRight) {
+  text_table one({"file", "events", "span"});
+  one.add_row({"a.vram", "6", "0.000 s"});
+  one.add_row({"bb.vram", "1234", "12.500 s"});
+  EXPECT_EQ(one.str(),
+            "file     events      span\n"
+            "-------------------------\n"
+            "a.vram        6   0.000 s\n"
+            "bb.vram    1234  12.500 s\n");
+  text_table two({"trace", "policy", "events"}, 2);
+  two.add_row({"small", "vram", "6"});
+  EXPECT_EQ(two.str(),
+            "trace  policy  events\n"
+            "---------------------\n"
+            "small  vram         6\n");
 }
 
 TEST(SvgChart, NiceTicks) {

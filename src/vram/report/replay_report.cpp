@@ -94,7 +94,7 @@ std::string format_replay_table(const std::vector<replay_result>& results,
                                   "res/live",   "mean r/l",  "int frag",   "ext frag",  "failed",
                                   "recorded",   "drv calls", "drv time",   "drv/trace", "Mev/s"};
   if (!fits.empty()) header.insert(header.begin() + 5, "fit");
-  text_table table(std::move(header));
+  text_table table(std::move(header), 2);  // trace, policy
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     std::vector<std::string> row{

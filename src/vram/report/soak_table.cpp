@@ -10,9 +10,9 @@ namespace vram {
 
 std::string format_soak_table(const soak_report& report) {
   std::string out = fmt::format(
-      "soak: {} workload, {} simulated hours, seed {}, {} events\n"
+      "soak: {} workload, {} simulated hour{}, seed {}, {} events\n"
       "peak live {}; each policy on a device of {} ({} x peak live, rounded up to 2 MiB)\n\n",
-      report.workload, report.hours, report.seed, report.events, format_bytes(report.peak_live_bytes),
+      report.workload, report.hours, report.hours == 1 ? "" : "s", report.seed, report.events, format_bytes(report.peak_live_bytes),
       format_bytes(report.device_bytes), report.headroom);
   text_table table({"policy", "failed", "failures", "first failure", "free then", "peak reserved", "peak/live",
                     "creep", "live creep"});

@@ -19,7 +19,7 @@ std::string text_table::str() const {
       const std::string& cell = c < row.size() ? row[c] : std::string();
       const std::string pad(width[c] - cell.size(), ' ');
       if (c > 0) line += "  ";
-      line += c < 2 ? cell + pad : pad + cell;
+      line += c < left_columns_ ? cell + pad : pad + cell;
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + '\n';
