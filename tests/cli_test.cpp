@@ -542,6 +542,19 @@ TEST(Cli, AMissingFileFailsBeforeTheFilesBeforeItAreReplayed) {
   EXPECT_FALSE(std::filesystem::exists(test_dir() / "r.html"));
 }
 
+// simulate and convert say an output they cannot write before making or reading anything.
+TEST(Cli, AnOutputThatCannotBeWrittenIsSaidFirst) {
+  const std::string nowhere = "/nonexistent-vram-dir/x.vtrace";
+  const std::string line = "vram: " + nowhere + ": cannot create: /nonexistent-vram-dir is not a folder this user "
+                           "may write to\n";
+  const outcome sim = run("simulate inference --hours 240 -o " + nowhere);  // would take a minute to make
+  EXPECT_EQ(sim.code, 1);
+  EXPECT_EQ(sim.out, line);
+  const outcome conv = run("convert " + (test_dir() / "missing.csv").string() + " -o " + nowhere);
+  EXPECT_EQ(conv.code, 1);
+  EXPECT_EQ(conv.out, line);  // not the missing input: the output is checked first
+}
+
 // Spaces around a policy's name, settings and values are not part of them.
 TEST(Cli, SpacesAroundPoliciesAndSettingsAreDropped) {
   EXPECT_EQ(parse_policy_list("vram, torch-native").at(1), "torch-native");

@@ -6,9 +6,11 @@
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
 #include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
 #include "vram/core/error.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_check.hpp"
 #include "vram/trace/trace_io.hpp"
 
@@ -26,14 +28,20 @@ struct convert_args {
 
 void run_convert(const convert_args& a) {
   const trace_format f = a.to.empty() ? format_for_name(a.output) : parse_trace_format(a.to);
+  detail::check_writable(a.output);  // before the input is read
+  progress_line progress;
+  progress.show(fmt::format("reading {}", a.input));
   const trace t = read_trace(a.input, a.read);
+  progress.clear();
   print_notes(a.input, t);
   const std::string problems = describe_problems(a.input, t, check_trace(t));
   if (!problems.empty()) {
     if (!a.force) throw input_error(problems + "not converted (use --force to convert it as it is)");
     std::cerr << "warning: " << problems;
   }
+  progress.show(fmt::format("writing {} ({} events)", a.output, t.events.size()));
   write_trace(a.output, t, f);
+  progress.clear();
   // An RMM log has rows for allocations, frees and failed allocations only: the rest are not written.
   std::size_t written = t.events.size();
   if (f == trace_format::rmm) {

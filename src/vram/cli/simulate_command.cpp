@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
+#include "vram/cli/progress.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/workload/workload.hpp"
 
@@ -19,9 +21,15 @@ struct simulate_args {
 };
 
 void run_simulate(const simulate_args& a) {
-  const trace t = make_workload(a.workload, a.options);
   const trace_format f = a.format.empty() ? format_for_name(a.output) : parse_trace_format(a.format);
+  check_workload_options(a.options);
+  detail::check_writable(a.output);  // before the workload is made: 72 hours take seconds
+  progress_line progress;
+  progress.show(fmt::format("making {}", a.workload));
+  const trace t = make_workload(a.workload, a.options);
+  progress.show(fmt::format("writing {} ({} events)", a.output, t.events.size()));
   write_trace(a.output, t, f);
+  progress.clear();
   std::cout << fmt::format("wrote {}: workload {}, {} events over {:.1f} s of trace time, {} format\n", a.output,
                            a.workload, t.events.size(), t.seconds(), to_string(f));
 }
