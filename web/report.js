@@ -30,6 +30,14 @@
     return (u === 0 ? String(v) : v.toPrecision(v >= 100 ? 4 : 3)) + ' ' + units[u];
   }
 
+  // An axis tick: no trailing zeros, so that 800 MiB and 1000 MiB read alike.
+  function tickBytes(n) {
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let v = n, u = 0;
+    while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; ++u; }
+    return String(Number(v.toPrecision(4))) + ' ' + units[u];
+  }
+
   function duration(s) {
     if (s < 1) return (s * 1000).toPrecision(3) + ' ms';
     if (s < 120) return s.toPrecision(4) + ' s';
@@ -140,7 +148,7 @@
       axes: [
         { label: "seconds from the trace's start" },
         // Ticks at 1, 2 or 5 times a binary unit (20 GiB, 50 MiB), which read as round figures.
-        { label: 'bytes', size: 80, values: (u, ticks) => ticks.map(bytes),
+        { label: 'bytes', size: 80, values: (u, ticks) => ticks.map(tickBytes),
           incrs: [1, 1024, 1048576, 1073741824, 1099511627776].flatMap((unit) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * unit)) },
       ],
       series: [{ label: 'time', value: (u, v) => (v === null ? '—' : duration(v)) }].concat(lines.map((l) => ({
