@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -287,6 +288,36 @@ TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_TRUE(std::filesystem::is_directory(dir));
 }
 
+// Signals while the program runs. SIGTERM sent to vram record (as kill or timeout send it) goes on to the
+// program, here a second after it wrote its recording, and the recording is put in place all the same. A
+// program that SIGINT ended has its recording put in place, and vram record then ends by SIGINT too.
+TEST(Cli, RecordPassesSignalsOnAndPutsTheRecordingInPlace) {
+  const auto dir = test_dir();
+  const std::string small = (dir / "small.vram").string();
+  ASSERT_EQ(run("convert " + std::string(VRAM_TEST_DATA) + "/../../examples/traces/small.csv -o " + small).code, 0);
+  const std::string out = (dir / "run.vram").string();
+  const outcome term = run("record --library /bin/true -o " + out + " -- sh -c 'cp " + small +
+                           " \"$VRAM_RECORD_OUTPUT\" && sleep 1 && kill -TERM $PPID && exec sleep 30'");
+  EXPECT_EQ(term.code, 128 + SIGTERM) << term.out;
+  EXPECT_THAT(term.out, ::testing::HasSubstr("\nrun.vram       6       3   6.00 MiB"));
+  EXPECT_TRUE(std::filesystem::exists(out));
+  std::filesystem::remove(out);
+  // The shell popen starts is replaced by vram (exec), so that pclose sees how vram itself ended.
+  const std::string cmd = "exec " + std::string(VRAM_CLI_PATH) + " record --library /bin/true -o " + out +
+                          " -- sh -c 'cp " + small + " \"$VRAM_RECORD_OUTPUT\" && kill -INT $$' 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) {
+  }
+  const int status = pclose(p);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 2u);  // small.vram and run.vram: nothing left under a hidden name
+}
+
 TEST(Cli, ASnapshotsInferredStartIsSaidOnStderrAndInEveryJson) {
   // preexisting.pickle: recording began after 3 tensors were allocated (tests/data/snapshots); the reader
   // notes 3 things (blocks, segments, the late start), in each command's JSON as on standard error.
@@ -529,9 +560,11 @@ TEST(Cli, NumbersOutOfRangeAndParseErrorsAreOneLineAndExit2) {
 }
 
 // A file that cannot be opened, named after one that can, fails before any replay: the one line of its
-// error is all the output.
+// error is all the output. (Read first, the snapshot late_start would have printed a note on what its reader
+// inferred, under each command.)
 TEST(Cli, AMissingFileFailsBeforeTheFilesBeforeItAreReplayed) {
-  const auto path = write_file("small.csv", small_trace);
+  const std::string path = std::string(VRAM_TEST_DATA) + "/../../examples/traces/late_start.pickle";
+  ASSERT_THAT(run("check " + path).out, ::testing::HasSubstr("note: " + path));
   const std::string missing = (test_dir() / "missing.csv").string();
   const std::string report = "report --no-fit --no-curve -o " + (test_dir() / "r.html").string();
   for (const std::string& command : std::vector<std::string>{"replay", "fit", report}) {
@@ -555,9 +588,34 @@ TEST(Cli, AnOutputThatCannotBeWrittenIsSaidFirst) {
   EXPECT_EQ(conv.out, line);  // not the missing input: the output is checked first
 }
 
+// What report says of a trace's odd rows is what the replays do with them: a double free is skipped; a free
+// of a live block with another size frees it whole, and nothing is skipped.
+TEST(Cli, ReportSaysWhatTheReplaysDoWithOddRows) {
+  const std::string page = (test_dir() / "r.html").string();
+  const auto double_free = write_file("df.csv", "time_us,action,addr,size,stream\n0,alloc,4096,1048576,0\n"
+                                                "10,free_requested,4096,1048576,0\n20,free_requested,4096,1048576,0\n");
+  const split_outcome d = run_split("report " + double_free + " --no-fit --no-curve -o " + page);
+  EXPECT_EQ(d.code, 0) << d.err;
+  EXPECT_THAT(d.err, ::testing::HasSubstr("the replays skip unmatched and double frees"));
+  const auto wrong_size = write_file("ws.csv", "time_us,action,addr,size,stream\n0,alloc,4096,1048576,0\n"
+                                               "10,free_requested,4096,2097152,0\n");
+  const split_outcome w = run_split("report " + wrong_size + " --no-fit --no-curve -o " + page);
+  EXPECT_EQ(w.code, 0) << w.err;
+  EXPECT_THAT(w.err, ::testing::HasSubstr("warning: a free with another size frees its block whole\n"));
+  EXPECT_THAT(w.err, ::testing::Not(::testing::HasSubstr("skip")));
+}
+
 // Spaces around a policy's name, settings and values are not part of them.
 TEST(Cli, SpacesAroundPoliciesAndSettingsAreDropped) {
   EXPECT_EQ(parse_policy_list("vram, torch-native").at(1), "torch-native");
+  EXPECT_EQ(parse_policy_list(" all ").size(), policies().size());
+  EXPECT_NO_THROW(check_policy_settings({"vram : max_handle=16MiB"}));
+  // A good setting the simulated H200 of the check cannot serve is for the command's own device to judge:
+  // RMM's initial pool of 200 GiB on a simulated device of 256 GiB.
+  const auto small = write_file("small.csv", small_trace);
+  const outcome big = run("replay " + small + " --policy rmm-pool:initial_pool_size=200GiB --device sim:256GiB --json");
+  ASSERT_EQ(big.code, 0) << big.out;
+  EXPECT_EQ(nlohmann::json::parse(big.out)[0]["peak_reserved_bytes"], 200 * GiB);
   const auto path = write_file("small.csv", small_trace);
   const outcome o = run("replay " + path + " --policy 'vram: max_handle = 16MiB , cub-bins' --device sim --json");
   ASSERT_EQ(o.code, 0) << o.out;

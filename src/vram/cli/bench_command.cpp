@@ -102,6 +102,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Thread counts, comma-separated (default sim: 1,2; GPU: 1,4,16)");
   cmd->add_option("--seconds", a->seconds, "Time per cell, after warm-up")->capture_default_str();
   cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
+      ->check(whole_number)
       ->capture_default_str();
   cmd->add_option("--repeat", a->repeat,
                   "Runs of every cell, in turn, the median kept (default sim: 3; GPU: 1)");

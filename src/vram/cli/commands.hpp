@@ -32,7 +32,7 @@ inline const CLI::Validator whole_number{[](std::string& s) -> std::string {
                                              return "'" + s + "': want a whole number from 0 to 18446744073709551615";
                                            return {};
                                          },
-                                         "UINT"};
+                                         ""};
 
 /// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
 /// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().

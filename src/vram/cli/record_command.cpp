@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -23,7 +24,6 @@
 #include "vram/device/cuda_driver.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/table.hpp"
-#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/trace/trace_recorder.hpp"
 
@@ -62,6 +62,14 @@ fs::path find_recorder(const std::string& asked) {
       self.parent_path().string()));
 }
 
+// The program while it runs, for the signals passed on to it; the signal that ended it, if one did.
+volatile sig_atomic_t child_running = 0;
+int child_signal = 0;
+
+extern "C" void forward_to_child(int sig) {
+  if (child_running > 0) ::kill(static_cast<pid_t>(child_running), sig);
+}
+
 // Runs the command with the recorder injected; returns its exit status as a shell gives it.
 int run_child(const std::vector<std::string>& command, const fs::path& recorder, const fs::path& output) {
   std::vector<std::string> env_strings;
@@ -82,40 +90,53 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
   std::vector<std::string> args = command;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  // As a shell does for the program it waits on: Ctrl-C and Ctrl-\ go to the program (its signals as they
-  // were, set back in the child), and vram record lives on to put what was recorded in its place.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
+  // As a shell does for the program it waits on, and more: SIGINT and SIGQUIT, which a terminal sends to the
+  // whole foreground group (the program too), are ignored while vram record waits; SIGTERM and SIGHUP, sent to
+  // vram record alone (kill, timeout, a closed terminal), go on to the program. Either way vram record lives
+  // to put what was recorded in its place. The program gets each signal as vram record got it: one ignored
+  // stays ignored.
+  constexpr std::array<int, 4> signals{SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 4> old{};
   sigset_t defaults;
   sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGQUIT);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-  struct sigaction ignore {}, old_int {}, old_quit {};
+  struct sigaction ignore {}, forward {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
+  forward.sa_handler = forward_to_child;
+  sigemptyset(&forward.sa_mask);
+  for (std::size_t i = 0; i < signals.size(); ++i) {
+    sigaction(signals[i], nullptr, &old[i]);
+    if (old[i].sa_handler == SIG_IGN) continue;
+    sigaddset(&defaults, signals[i]);
+    sigaction(signals[i], i < 2 ? &ignore : &forward, nullptr);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   struct restore_signals {
-    const struct sigaction& i;
-    const struct sigaction& q;
+    const std::array<int, 4>& which;
+    const std::array<struct sigaction, 4>& old;
     posix_spawnattr_t& a;
     ~restore_signals() {
-      sigaction(SIGINT, &i, nullptr);
-      sigaction(SIGQUIT, &q, nullptr);
+      child_running = 0;
+      for (std::size_t i = 0; i < which.size(); ++i) sigaction(which[i], &old[i], nullptr);
       posix_spawnattr_destroy(&a);
     }
-  } restore{old_int, old_quit, attr};
+  } restore{signals, old, attr};
   pid_t pid = 0;
   if (const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data()); rc != 0)
     throw error(fmt::format("cannot run '{}': {}", command.front(), std::strerror(rc)));
+  child_running = pid;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw error(fmt::format("waiting for '{}': {}", command.front(), std::strerror(errno)));
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status)) {
+    child_signal = WTERMSIG(status);
+    return 128 + WTERMSIG(status);
+  }
   return 1;
 }
 
@@ -152,11 +173,26 @@ void unstage_the_rest(const fs::path& folder, const std::string& prefix) {
   for (const auto& name : names) fs::rename(folder / name, folder / name.substr(prefix.size()));
 }
 
+// A program that Ctrl-C ended: vram record, its recording in place, ends by the same signal, so that a shell
+// loop around it stops as it would around the program.
+void end_as_the_program_did() {
+  if (child_signal != SIGINT) return;
+  std::cout.flush();
+  std::cerr.flush();
+  std::signal(SIGINT, SIG_DFL);
+  std::raise(SIGINT);
+}
+
 void run_record(const record_args& a) {
   if (a.command.empty()) throw usage_error("vram record needs a command to run: vram record -o run.vram -- ./app args");
   const fs::path recorder = find_recorder(a.library);
   const fs::path output = fs::absolute(a.output);
-  detail::check_writable(output.string());  // a folder, or one this user may not write to: said before the run
+  // Said before the run: the recording is made beside the output and renamed to it, so its folder must take
+  // new files.
+  if (fs::is_directory(output)) throw error(fmt::format("{}: cannot create: it is a folder", output.string()));
+  if (const fs::path folder = output.parent_path(); ::access(folder.c_str(), W_OK | X_OK) != 0 || !fs::is_directory(folder))
+    throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", output.string(),
+                            folder.string()));
   std::string why;
   if (!cuda_available(&why)) {
     std::cerr << fmt::format("vram record: no CUDA device here ({}): '{}' runs, but CUDA will not load the "
@@ -179,6 +215,7 @@ void run_record(const record_args& a) {
         a.command.front(), status == 0 ? "ran" : fmt::format("exited with status {}", status),
         fs::exists(output) ? fmt::format("; {} is as it was", output.string()) : "");
     finished_status = status == 0 ? 1 : status;
+    end_as_the_program_did();
     return;
   }
   const auto files = put_in_place(staged, output);
@@ -224,6 +261,7 @@ void run_record(const record_args& a) {
   }
   if (status != 0) std::cerr << fmt::format("vram record: '{}' exited with status {}\n", a.command.front(), status);
   finished_status = status;
+  end_as_the_program_did();
 }
 
 }  // namespace

@@ -66,9 +66,14 @@ void run_report(const report_args& a) {
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
     for (const trace& t : read_input(path, a.read)) {
-      if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
+      const trace_check c = check_trace(t);
+      if (const std::string problems = describe_problems(path, t, c); !problems.empty()) {
         progress.clear();
-        std::cerr << "warning: " << problems << "warning: the replays skip them; the page says how many\n";
+        std::cerr << "warning: " << problems;
+        if (c.unmatched_frees + c.double_frees + c.duplicate_allocs > 0)
+          std::cerr << "warning: the replays skip unmatched and double frees and allocs at live addresses; the page "
+                       "says how many\n";
+        if (c.wrong_size_frees > 0) std::cerr << "warning: a free with another size frees its block whole\n";
       }
       traces.push_back(report_trace(t, o));
     }

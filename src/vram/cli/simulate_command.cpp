@@ -46,7 +46,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--format", a->format, "torch, rmm or vram (default: from the file name)");
   cmd->add_option("--seed", a->options.seed, "Random seed")->check(whole_number)->capture_default_str();
   cmd->add_option("--hours", a->options.hours, "inference: hours of simulated traffic")->capture_default_str();
-  cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")->capture_default_str();
+  cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")->check(whole_number)->capture_default_str();
   cmd->callback([a] { run_simulate(*a); });
 }
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <iostream>
 
 #include "vram/core/error.hpp"
@@ -25,7 +27,13 @@ void print_notes(const std::string& path, const trace& t) {
 }
 
 void check_inputs(const std::vector<std::string>& paths) {
-  for (const auto& path : paths) detail::input_file{path};
+  for (const auto& path : paths) {
+    // A pipe or another special file is left for its reader: opening and closing it here would end its
+    // writer's stream before the command reads it.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;
+    detail::input_file{path};  // the readers' own words for a missing file, a folder, one not readable
+  }
 }
 
 std::vector<trace> read_input(const std::string& path, const read_options& options) {

@@ -2,6 +2,7 @@
 #include "vram/policies/registry.hpp"
 
 #include <array>
+#include <exception>
 
 #include "vram/core/error.hpp"
 #include "vram/device/sim_device.hpp"
@@ -85,7 +86,7 @@ std::span<const policy_info> policies() {
 
 std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& dev) {
   const auto colon = spec.find(':');
-  const policy_info& p = detail::find_policy(spec.substr(0, colon));
+  const policy_info& p = detail::find_policy(detail::trim(spec.substr(0, colon)));
   const policy_options o =
       colon == std::string_view::npos ? policy_options{} : detail::parse_options(spec, spec.substr(colon + 1));
   return p.make(dev, o);
@@ -94,12 +95,20 @@ std::unique_ptr<memory_resource> make_resource(std::string_view spec, device& de
 void check_policy_settings(const std::vector<std::string>& specs) {
   for (const auto& spec : specs) {
     sim_device dev;
-    (void)make_resource(spec, dev);
+    try {
+      (void)make_resource(spec, dev);
+    } catch (const usage_error&) {
+      throw;  // a bad name or setting: what this check is for
+    } catch (const std::exception&) {
+      // A good setting this device cannot serve (an initial pool larger than the simulated H200): the
+      // command's own device may.
+    }
   }
 }
 
 std::vector<std::string> parse_policy_list(std::string_view list) {
   std::vector<std::string> out;
+  list = detail::trim(list);
   if (list == "all") {
     for (const auto& p : policies()) out.emplace_back(p.name);
     return out;
@@ -108,7 +117,7 @@ std::vector<std::string> parse_policy_list(std::string_view list) {
     const auto comma = list.find(',');
     const std::string_view spec = detail::trim(list.substr(0, comma));  // "vram, torch-native" names two
     if (spec.empty()) throw usage_error("empty policy name in the policy list; known policies: " + detail::known_policies());
-    const std::string_view name = spec.substr(0, spec.find(':'));
+    const std::string_view name = detail::trim(spec.substr(0, spec.find(':')));
     if (!out.empty() && out.back().find(':') != std::string::npos && spec.find(':') != std::string_view::npos &&
         !detail::is_policy(name)) {
       // PyTorch's syntax separates settings with commas too: "torch-native:expandable_segments:True,
