@@ -49,7 +49,8 @@ void run_fit(const fit_args& a) {
     for (const trace& t : read_input(path, a.read)) {
       for (const auto& policy : policies) {
         options.progress = [&](int probe, std::size_t capacity, bool fits_here) {
-          progress.show(fmt::format("fit {} with {}: probe {} at {} {}", t.name, policy, probe, format_bytes(capacity),
+          // In whole MiB: two probes a granule apart would read alike in GiB with two decimals.
+          progress.show(fmt::format("fit {} with {}: probe {} at {} MiB {}", t.name, policy, probe, capacity / MiB,
                                     fits_here ? "fits" : "fails"));
         };
         const fit_result f = fit(t, policy, options);

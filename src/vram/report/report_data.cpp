@@ -287,7 +287,7 @@ nlohmann::json report_trace(const trace& t, const report_options& o) {
       fit_options fo;
       fo.device = o.device;
       fo.progress = [&](int probe, std::size_t capacity, bool ok) {
-        say(fmt::format("{}: fit under {}: probe {} on {}: {}", t.name, policy, probe, format_bytes(capacity),
+        say(fmt::format("{}: fit under {}: probe {} on {} MiB: {}", t.name, policy, probe, capacity / MiB,
                         ok ? "fits" : "fails"));
       };
       fits.push_back(fit(t, policy, fo).fit_bytes);
