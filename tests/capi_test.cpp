@@ -32,6 +32,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using ::testing::EndsWith;
 
 // Runs before main, so before any call reads VRAM_DEVICE; the pool's own settings are left at their defaults.
 const bool environment_set = [] {
@@ -475,6 +476,8 @@ TEST(capi_pool_table, a_malformed_vram_device_is_reported_by_every_call) {
           table.device_count();
         } catch (const vram::usage_error& e) {
           EXPECT_THAT(e.what(), StartsWith("VRAM_DEVICE='bogus': bad device 'bogus'"));
+          // The C API's choices: its device index comes with each call, so no cuda:N among them.
+          EXPECT_THAT(e.what(), EndsWith(", or cuda)"));
           throw;
         }
       },

@@ -605,6 +605,25 @@ TEST(Cli, ReportSaysWhatTheReplaysDoWithOddRows) {
   EXPECT_THAT(w.err, ::testing::Not(::testing::HasSubstr("skip")));
 }
 
+// The pool's environment variables set the vram policy here too, and a command that replays it says so; a
+// setting of the policy overrides the variable. On transformer_train, handles of at most 4 MiB are more than
+// the defaults' (up to 64 MiB in a burst); the override gives the defaults' count again.
+TEST(Cli, ThePoolsEnvironmentVariablesAreNotedAndOverriddenBySettings) {
+  const std::string trace = std::string(VRAM_TEST_DATA) + "/../../examples/traces/transformer_train.vram.gz";
+  setenv("VRAM_MAX_HANDLE", "4MiB", 1);
+  const split_outcome env = run_split("replay " + trace + " --policy vram,vram:max_handle=64MiB --device sim --json");
+  unsetenv("VRAM_MAX_HANDLE");
+  ASSERT_EQ(env.code, 0) << env.err;
+  EXPECT_EQ(env.err, "note: the environment sets the vram pool's settings: VRAM_MAX_HANDLE=4MiB (a --policy "
+                     "vram:NAME=VALUE setting overrides one)\n");
+  const auto r = nlohmann::json::parse(env.out);
+  const split_outcome plain = run_split("replay " + trace + " --policy vram --device sim --json");
+  EXPECT_EQ(plain.err, "");
+  const auto defaults = nlohmann::json::parse(plain.out)[0]["device_calls"]["mem_create"].get<int>();
+  EXPECT_GT(r[0]["device_calls"]["mem_create"].get<int>(), defaults);
+  EXPECT_EQ(r[1]["device_calls"]["mem_create"].get<int>(), defaults);
+}
+
 // Spaces around a policy's name, settings and values are not part of them.
 TEST(Cli, SpacesAroundPoliciesAndSettingsAreDropped) {
   EXPECT_EQ(parse_policy_list("vram, torch-native").at(1), "torch-native");

@@ -70,7 +70,7 @@ typedef struct vram_stats {
   uint64_t frees;              /**< successful frees */
   uint64_t failed_allocations; /**< allocations refused for lack of memory */
   /* Since version 2: the pool's calls to the device. */
-  uint64_t alloc_retries;  /**< allocations that found the device full and recycled or released memory to go on */
+  uint64_t alloc_retries;  /**< allocations that found the device full and recycled or released memory to try again, served or not */
   uint64_t handles_created;  /**< physical memory handles made (cuMemCreate) */
   uint64_t handles_released; /**< handles given back (cuMemRelease) */
   uint64_t maps;             /**< views of handles mapped into the pool's address range (cuMemMap) */

@@ -73,7 +73,7 @@ class Statistics(unittest.TestCase):
             "reserved      2.00 MiB    2.00 MiB\n"
             "requested       1000 B           -\n"
             "cached        2.00 MiB           -\n"
-            "blocks: 1 live, 2 allocated, 1 freed, 0 refused for lack of memory, 0 served after recycling\n"
+            "blocks: 1 live, 2 allocated, 1 freed, 0 refused for lack of memory, 0 retried after recycling\n"
             "device calls: 3 handles created, 2 released, 3 maps, 2 unmaps\n"))
         snap = vram.memory_snapshot(2)
         self.assertEqual(snap["policy"], "vram")

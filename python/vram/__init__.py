@@ -19,7 +19,7 @@ memory_stats() keys, with PyTorch's names where vram has the same figure:
 | requested_bytes.all.current | bytes the program asked for, in live blocks |
 | allocation.all.current / .allocated / .freed | live blocks; allocations made; frees made |
 | num_ooms | allocations refused for lack of memory |
-| num_alloc_retries | allocations that found the device full and recycled or released memory to go on |
+| num_alloc_retries | allocations that found the device full and recycled or released memory to try again, served or not |
 | num_device_alloc / num_device_free | physical memory handles created / released (PyTorch: cudaMalloc / cudaFree) |
 | vram.cached_bytes, vram.thread_cached_bytes, vram.pending_bytes, vram.mapped_bytes, vram.maps, vram.unmaps, vram.limit_bytes | vram's own |
 
@@ -227,7 +227,7 @@ def memory_summary(device=None):
     ]
     lines += [f"{name:<10}{now:>12}{peak:>12}" for name, now, peak in rows]
     lines.append(f"blocks: {s.allocations - s.frees} live, {s.allocations} allocated, {s.frees} freed, "
-                 f"{s.failed_allocations} refused for lack of memory, {s.alloc_retries} served after recycling")
+                 f"{s.failed_allocations} refused for lack of memory, {s.alloc_retries} retried after recycling")
     lines.append(f"device calls: {s.handles_created} handles created, {s.handles_released} released, "
                  f"{s.maps} maps, {s.unmaps} unmaps")
     return "\n".join(lines) + "\n"

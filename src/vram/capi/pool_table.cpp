@@ -17,7 +17,10 @@ pool_table::pool_table(const char* device_env) {
   const std::string_view text = device_env != nullptr && *device_env != '\0' ? device_env : "auto";
   auto refuse = [&](status why, const std::exception& e) {
     config_status_ = why;
-    config_error_ = fmt::format("VRAM_DEVICE='{}': {}", text, e.what());
+    std::string what = e.what();
+    // parse_device_spec lists the tool's choices; the device index of the C API comes with each call.
+    if (const auto at = what.find("cuda or cuda:N)"); at != std::string::npos) what.replace(at, 15, "or cuda)");
+    config_error_ = fmt::format("VRAM_DEVICE='{}': {}", text, what);
     count_ = 0;
   };
   try {

@@ -11,6 +11,7 @@
 #include "vram/cli/commands.hpp"
 #include "vram/core/error.hpp"
 #include "vram/policies/registry.hpp"
+#include "vram/pool/pool_options.hpp"
 
 namespace {
 
@@ -61,6 +62,19 @@ int main(int argc, char** argv) {
     for (const auto* sub : commands) known += (known.empty() ? "" : ", ") + sub->get_name();
     std::fprintf(stderr, "vram: unknown command '%s'; the commands: %s (vram --help)\n", argv[1], known.c_str());
     return 2;
+  }
+  // The pool's environment variables set the vram policy's starting settings here too (docs/pool.md): say so
+  // where a command replays it, since its rows are still named plain "vram".
+  if (argc > 1) {
+    const std::string command = argv[1];
+    const auto set = vram::pool_options::environment_settings();
+    if (!set.empty() && (command == "replay" || command == "fit" || command == "report" || command == "demo" ||
+                         command == "soak" || command == "bench")) {
+      std::string list;
+      for (const auto& s : set) list += (list.empty() ? "" : " ") + s;
+      std::fprintf(stderr, "note: the environment sets the vram pool's settings: %s (a --policy vram:NAME=VALUE "
+                           "setting overrides one)\n", list.c_str());
+    }
   }
   try {
     app.parse(argc, argv);

@@ -109,6 +109,14 @@ pool_options pool_options::from_environment() {
   return o;
 }
 
+std::vector<std::string> pool_options::environment_settings() {
+  std::vector<std::string> set;
+  for (const auto& row : detail::option_table)
+    if (const char* v = std::getenv(std::string(row.env).c_str()); v != nullptr && *v != '\0')
+      set.push_back(fmt::format("{}={}", row.env, v));
+  return set;
+}
+
 pool_options pool_options::with(const policy_options& settings) const {
   pool_options o = *this;
   for (const auto& [key, value] : settings) {

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "vram/resource/policy_options.hpp"
 
@@ -61,6 +62,8 @@ struct pool_options {
 
   /// @brief Defaults overridden by the environment variables of the table. @throws usage_error for a bad value.
   static pool_options from_environment();
+  /// @brief The table's environment variables set now, as "NAME=value", in the table's order.
+  static std::vector<std::string> environment_settings();
   /// @brief These options with policy settings applied. @throws usage_error for an unknown key or bad value.
   pool_options with(const policy_options& settings) const;
 };
