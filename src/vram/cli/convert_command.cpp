@@ -2,7 +2,6 @@
 // PyTorch memory snapshot (one device of it: --device-index where it holds several).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <iostream>
 
 #include "vram/cli/commands.hpp"
@@ -42,13 +41,7 @@ void run_convert(const convert_args& a) {
   progress.show(fmt::format("writing {} ({} events)", a.output, t.events.size()));
   write_trace(a.output, t, f);
   progress.clear();
-  // An RMM log has rows for allocations, frees and failed allocations only: the rest are not written.
-  std::size_t written = t.events.size();
-  if (f == trace_format::rmm) {
-    written = static_cast<std::size_t>(std::count_if(t.events.begin(), t.events.end(), [](const trace_event& e) {
-      return e.action == trace_action::alloc || e.action == trace_action::free_requested || e.action == trace_action::oom;
-    }));
-  }
+  const std::size_t written = rows_written(t, f);  // an RMM log has no rows for the rest
   std::cout << fmt::format("wrote {}: {} events, {} format", a.output, written, to_string(f));
   if (written != t.events.size())
     std::cout << fmt::format(" ({} rows of {} left out: an RMM log has no segments, completed frees or snapshots)",

@@ -175,6 +175,7 @@ std::string format_rmm_csv(const trace& t) {
   out.append(rmm_header);
   out += '\n';
   for (const trace_event& e : t.events) {
+    if (!rmm_logs(e.action)) continue;
     std::string_view action;
     switch (e.action) {
       case trace_action::alloc:
@@ -183,11 +184,9 @@ std::string format_rmm_csv(const trace& t) {
       case trace_action::free_requested:
         action = "free";
         break;
-      case trace_action::oom:
+      default:  // oom, the one other row rmm_logs keeps
         action = "allocate failure";
         break;
-      default:
-        continue;  // not something RMM logs
     }
     const std::int64_t tod = ((e.time_us % us_per_day) + us_per_day) % us_per_day;
     const std::int64_t sec = tod / 1'000'000;

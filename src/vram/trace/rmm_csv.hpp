@@ -19,6 +19,11 @@ inline constexpr std::string_view rmm_header = "Thread,Time,Action,Pointer,Size,
 /// @throws input_error "PATH:LINE: problem".
 std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path);
 
+/// @brief Whether an RMM log has a row for @p a: allocations, frees and failed allocations only.
+constexpr bool rmm_logs(trace_action a) noexcept {
+  return a == trace_action::alloc || a == trace_action::free_requested || a == trace_action::oom;
+}
+
 /// @brief The RMM log text of @p t. Rows RMM does not log (free_completed, segment rows, snapshots) are left
 /// out; time_us is written as the time of day it falls on.
 std::string format_rmm_csv(const trace& t);

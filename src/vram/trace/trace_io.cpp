@@ -17,6 +17,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 
@@ -204,6 +205,12 @@ trace read_trace(const std::string& path, const read_options& options) {
                                   path, fmt::join(names, ", ")));
   }
   return std::move(traces.front());
+}
+
+std::size_t rows_written(const trace& t, trace_format f) {
+  if (f != trace_format::rmm) return t.events.size();
+  return static_cast<std::size_t>(
+      std::count_if(t.events.begin(), t.events.end(), [](const trace_event& e) { return detail::rmm_logs(e.action); }));
 }
 
 void write_trace(const std::string& path, const trace& t, trace_format f) {

@@ -39,6 +39,10 @@ std::vector<trace> read_traces(const std::string& path, const read_options& opti
 /// @throws input_error as read_traces, and for a snapshot with several devices (naming them).
 trace read_trace(const std::string& path, const read_options& options = {});
 
+/// @brief The rows write_trace writes of @p t in format @p f: all of its events, but in an RMM log only its
+/// allocations, frees and failed allocations.
+std::size_t rows_written(const trace& t, trace_format f);
+
 /// @brief Writes @p t in format @p f; gzip-compressed when @p path ends in ".gz".
 void write_trace(const std::string& path, const trace& t, trace_format f);
 
