@@ -79,6 +79,8 @@ def check_page(binary, vram, page, traces, static, failures):
     expect((check["chart_library"] is not None) == interactive,
            f"the chart library is in the page exactly when vram says so ({interactive})", failures)
     expect(len(check["traces"]) == len(traces), f"{len(traces)} traces drawn", failures)
+    captions = captions_by_policy(dom, [t["name"] for t in check["traces"]])
+    shown_pages = [0]
     for drawn in check["traces"]:
         rows = [r for r in results if r["trace"] == drawn["name"]]
         expect(drawn["series"] == 1 + len(POLICIES) and drawn["drawn"] == 1 + len(POLICIES),
@@ -107,6 +109,25 @@ def check_page(binary, vram, page, traces, static, failures):
                f"{drawn['name']}: {unmatched} rows that match no block, said on the page (said {drawn['unmatched_said']})",
                failures)
         expect(drawn["maps"] == len(POLICIES), f"{drawn['name']}: a map per policy (got {drawn['maps']})", failures)
+        # The moment the page opens at (the first failure, else the peak of live bytes): a caption per policy, and
+        # where the device's pages hold more than the allocator counts, the caption gives both.
+        moments = data[drawn["name"]]["moments"]
+        shown = next((m for m in moments if any(l.startswith("first failure") for l in m["labels"])), None) or \
+            next((m for m in moments if "peak live" in m["labels"]), moments[0])
+        for state in shown["states"]:
+            if "held_bytes" not in state:
+                continue
+            text = captions.get((drawn["name"], state["policy"]), "")
+            mapped = any(s[2] == "mapped" for s in state["strips"])
+            held, reserved = state["held_bytes"], state["reserved_bytes"]
+            why = ("" if held == reserved else "mapped at two addresses" if mapped and held > reserved else
+                   "unmapped (spare) are not drawn" if mapped else "whole 2 MiB pages")
+            said = [w for w in ("mapped at two addresses", "unmapped (spare) are not drawn", "whole 2 MiB pages",
+                                "the map draws") if w in text]
+            expect(said == ([why, "the map draws"] if why else []),
+                   f"{drawn['name']}: {state['policy']}'s caption at row {shown['row']} (drawn {held}, reserved "
+                   f"{reserved}) says {why or 'one figure'}: {text[:110]!r}", failures)
+            shown_pages[0] += held != reserved
         distinct = {(p["driver_share"], p["reserved_over_live"]) for p in data[drawn["name"]]["curve"]}
         expect(drawn["curve_settings"] == 7 and drawn["curve_points"] == len(distinct),
                f"{drawn['name']}: 7 settings on the trade-off curve, at {len(distinct)} distinct points "
@@ -124,7 +145,18 @@ def check_page(binary, vram, page, traces, static, failures):
                    f"{drawn['name']}: the whole trace again after the zoom, to its last point "
                    f"({drawn['points_after_zoom']} points, drawn to {drawn['drawn_to']}, the last at {drawn['last_x']} s)",
                    failures)
+    expect(shown_pages[0] > 0, f"a caption where the map and the reserved bytes differ was drawn ({shown_pages[0]})", failures)
     return check
+
+
+def captions_by_policy(dom, names):
+    """The maps' captions in the page, by (trace, policy): each trace's section shows one moment's maps."""
+    out = {}
+    sections = re.split(r'<section id="trace-', dom)[1:]
+    for name, section in zip(names, sections):
+        for policy, text in re.findall(r'<div class="caption"><b>([^<]*)</b>(.*?)</div>', section, re.S):
+            out[(name, html.unescape(policy))] = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return out
 
 
 def main(vram, source, work):

@@ -260,8 +260,18 @@
       return false;
     }
     const ratio = state.live_bytes > 0 ? (state.reserved_bytes / state.live_bytes).toFixed(3) + 'x live' : '';
-    caption.append(`: holds ${bytes(state.held_bytes)} of the device (reserved ${bytes(state.reserved_bytes)}` +
-      `${ratio ? ', ' + ratio : ''}); live ${bytes(state.held_live_bytes)}; free inside ${bytes(state.free_bytes)} in ` +
+    // The map draws the strips at their addresses; the allocator counts what it holds of the device. They differ
+    // where a handle is mapped at two addresses (aliasing), where held memory is not mapped at this moment, and
+    // where the device rounds cudaMalloc's blocks up to whole 2 MiB pages.
+    const drawn = state.held_bytes, counted = state.reserved_bytes;
+    const mapped = state.strips.some((s) => s[2] === 'mapped');
+    const why = drawn === counted ? ''
+      : mapped && drawn > counted ? ', as memory mapped at two addresses is drawn at both'
+      : mapped ? ', as the handles it holds unmapped (spare) are not drawn'
+      : drawn > counted ? ', as the device holds cudaMalloc\'s blocks in whole 2 MiB pages' : '';
+    const held = `: holds ${bytes(counted)} of the device${ratio ? ' (' + ratio + ')' : ''}` +
+      (drawn === counted ? '' : `; the map draws ${bytes(drawn)}${why}`);
+    caption.append(held + `; live ${bytes(state.held_live_bytes)}; free inside ${bytes(state.free_bytes)} in ` +
       `${state.free_pieces} piece${state.free_pieces === 1 ? '' : 's'}, the largest ${bytes(state.largest_free)}; ` +
       `${bytes(state.device_free)} of ${bytes(state.device_total)} free on the device.`);
     if (state.failed) caption.append(' ', el('span', { class: 'failed', text: 'This row failed here.' }));
