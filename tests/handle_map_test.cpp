@@ -72,6 +72,35 @@ TEST(HandleMap, AHandleIsColdUntilABlockTouchesItAndSpareOnceUnmapped) {
   m.validate(0);
 }
 
+TEST(HandleMap, SparesOfOneSizeKeepTheOrderTheyCameInAndAnyOfThemLeaves) {
+  handle_map m = one_zone();
+  std::vector<std::uint32_t> h;
+  for (phys_handle id : {21, 22, 23, 24}) h.push_back(m.add_handle(id, 2 * MiB));
+  const auto big = m.add_handle(25, 4 * MiB);
+  for (auto idx : {h[2], h[0], big, h[3], h[1]}) m.add_spare(idx);
+  m.validate(0);
+  EXPECT_EQ(m.spare_bytes(), 12 * MiB);
+  // By size, then in the order made spare: 23, 21, 24, 22, then the 4 MiB one.
+  std::vector<phys_handle> order;
+  for (const auto& [key, idx] : m.spares()) order.push_back(m.handle(idx).h);
+  EXPECT_EQ(order, (std::vector<phys_handle>{23, 21, 24, 22, 25}));
+  // The newest of a size is the last before the next size: what a growth that wants more takes.
+  auto last = m.spares().upper_bound({2 * MiB, handle_map::spare_last});
+  EXPECT_EQ(m.handle((--last)->second).h, phys_handle{22});
+  m.take_spare(h[3]);  // one from the middle of its size
+  m.take_spare(big);
+  order.clear();
+  for (const auto& [key, idx] : m.spares()) order.push_back(m.handle(idx).h);
+  EXPECT_EQ(order, (std::vector<phys_handle>{23, 21, 22}));
+  EXPECT_EQ(m.spare_bytes(), 6 * MiB);
+  EXPECT_EQ(m.remove_handle(big), phys_handle{25});
+  m.add_spare(h[3]);  // back in, now the newest
+  order.clear();
+  for (const auto& [key, idx] : m.spares()) order.push_back(m.handle(idx).h);
+  EXPECT_EQ(order, (std::vector<phys_handle>{23, 21, 22, 24}));
+  m.validate(0);
+}
+
 TEST(HandleMap, AnAliasThatHoldsNoBlockGivesItsBytesBack) {
   handle_map m = one_zone();
   const auto h = m.add_handle(7, 2 * MiB);

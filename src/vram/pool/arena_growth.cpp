@@ -215,7 +215,7 @@ void arena::reclaim(std::size_t want, std::size_t room, const growth_plan& p, st
     if (idx == handle_map::none && gen && past_budget(size, rest)) {
       // Only larger ones are left: give a spare larger than the rest back to the device (not one recycled
       // here: it fitted what was wanted, and the growth maps it), else the smallest larger cold handle.
-      auto sp = spares.upper_bound(rest);
+      auto sp = spares.upper_bound({rest, handle_map::spare_last});
       while (sp != spares.end() && std::find(recycled.begin(), recycled.end(), sp->second) != recycled.end()) ++sp;
       if (sp != spares.end()) {
         const auto s_idx = sp->second;
@@ -248,15 +248,15 @@ bool arena::acquire(const growth_plan& p, std::size_t size, bool recovering, boo
   auto from_spares = [&] {
     while (have < p.need && !spares.empty()) {
       const std::size_t rest = p.need - have;
-      auto it = spares.lower_bound(rest);
-      if (it != spares.end() && gen && it->first > rest) it = spares.end();
-      if (it == spares.end() || it->first > p.room - have) {
-        it = spares.upper_bound(rest);
+      auto it = spares.lower_bound({rest, 0});
+      if (it != spares.end() && gen && it->first.first > rest) it = spares.end();
+      if (it == spares.end() || it->first.first > p.room - have) {
+        it = spares.upper_bound({rest, handle_map::spare_last});
         if (it == spares.begin()) return;
         --it;
-        if (it->first > rest) return;
+        if (it->first.first > rest) return;
       }
-      const std::size_t bytes = it->first;
+      const std::size_t bytes = it->first.first;
       const std::uint32_t idx = it->second;
       map_.take_spare(idx);
       if (bytes > rest && bytes - rest > options_.spare_slack_bytes && past_budget(size, rest)) {

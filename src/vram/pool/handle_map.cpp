@@ -80,19 +80,16 @@ phys_handle handle_map::remove_handle(std::uint32_t idx) {
 }
 
 void handle_map::add_spare(std::uint32_t idx) {
-  spare_.emplace(handles_[idx].bytes, idx);
+  handles_[idx].spare_order = ++spare_order_;
+  spare_.emplace(spare_key{handles_[idx].bytes, spare_order_}, idx);
   spare_bytes_ += handles_[idx].bytes;
 }
 
 void handle_map::take_spare(std::uint32_t idx) {
-  for (auto [it, end] = spare_.equal_range(handles_[idx].bytes); it != end; ++it) {
-    if (it->second == idx) {
-      spare_.erase(it);
-      spare_bytes_ -= handles_[idx].bytes;
-      return;
-    }
-  }
-  VRAM_ASSERT(false, "handle_map::take_spare: not a spare");
+  const auto it = spare_.find(spare_key{handles_[idx].bytes, handles_[idx].spare_order});
+  VRAM_ASSERT(it != spare_.end() && it->second == idx, "handle_map::take_spare: not a spare");
+  spare_.erase(it);
+  spare_bytes_ -= handles_[idx].bytes;
 }
 
 // A handle that a live block touches (through any view) is busy; one that none touches is cold.
@@ -318,7 +315,11 @@ void handle_map::validate(std::size_t deferred) const {
   if (mapped != mapped_) throw invariant_error(fmt::format("arena: mapped {} but mapped handles hold {}", mapped_, mapped));
   if (spare != spare_bytes_) throw invariant_error(fmt::format("arena: spares {} but spare handles hold {}", spare_bytes_, spare));
   std::size_t spare_listed = 0;
-  for (const auto& [bytes, idx] : spare_) spare_listed += bytes;
+  for (const auto& [key, idx] : spare_) {
+    if (key.first != handles_[idx].bytes || key.second != handles_[idx].spare_order || !handles_[idx].views.empty())
+      throw invariant_error(fmt::format("arena: spare handle {} listed as ({}, {})", idx, key.first, key.second));
+    spare_listed += key.first;
+  }
   if (spare_listed != spare_bytes_)
     throw invariant_error(fmt::format("arena: spares listed hold {}, spare handles {}", spare_listed, spare_bytes_));
   validate_pieces();

@@ -43,6 +43,7 @@ class handle_map {
     bool in_use = false;     // slot holds a handle
     bool listed = false;     // in the cold set (kept there while busy, until the set is next walked)
     std::vector<std::uint32_t> views;  // empty when spare
+    std::uint64_t spare_order = 0;     // its place among spares of its size, while a spare
   };
   struct view_rec {
     std::uint32_t handle = none;
@@ -87,8 +88,10 @@ class handle_map {
   /// @brief Mapped handles that were cold when last looked at, by (bytes, slot): every cold handle, and busy
   /// ones not yet dropped (drop_stale_cold).
   const std::set<std::pair<std::size_t, std::uint32_t>>& cold() const noexcept { return cold_; }
-  /// @brief Spare handles by bytes.
-  const std::multimap<std::size_t, std::uint32_t>& spares() const noexcept { return spare_; }
+  /// @brief Spare handles by (bytes, order made spare), so that one leaves in O(log n) however many share its size.
+  using spare_key = std::pair<std::size_t, std::uint64_t>;
+  static constexpr std::uint64_t spare_last = ~std::uint64_t{0};  // upper_bound({bytes, spare_last}): past bytes
+  const std::map<spare_key, std::uint32_t>& spares() const noexcept { return spare_; }
   /// @brief Views that may hold no live block (dissolve_idle_views).
   const std::vector<std::uint32_t>& idle_views() const noexcept { return idle_views_; }
 
@@ -177,7 +180,8 @@ class handle_map {
   // A handle going busy stays in the cold set (blocks come and go on the same handles far more often than
   // memory is recycled); drop_stale_cold() drops the busy ones before the set is walked.
   std::set<std::pair<std::size_t, std::uint32_t>> cold_;
-  std::multimap<std::size_t, std::uint32_t> spare_;
+  std::map<spare_key, std::uint32_t> spare_;
+  std::uint64_t spare_order_ = 0;
   std::size_t spare_bytes_ = 0;
   std::size_t reserved_ = 0;
   std::size_t mapped_ = 0;
