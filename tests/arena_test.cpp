@@ -58,6 +58,26 @@ struct three_blocks {
   }
 };
 
+TEST(Arena, ADeviceWithoutTheAddressSpaceForItsZonesGetsSmallerOnes) {
+  // The simulated device's mappings have 192 TiB of addresses. Three zones of 8x a 9 TiB device want 216 TiB,
+  // so each zone gets 4x (36 TiB); of 8x a 4 TiB device, 96 TiB, which fits as it is.
+  for (const auto& [capacity, factor] : {std::pair{std::size_t{9} << 40, std::size_t{4}}, {std::size_t{4} << 40, 8}}) {
+    sim_device_options d = small_device(capacity);
+    d.granularity = std::size_t{1} << 30;  // few granules to keep books of
+    sim_device dev(d);
+    arena_options o;
+    o.zones = 3;
+    arena ar(dev, o);
+    EXPECT_EQ(ar.zone_span(), factor * capacity);
+    EXPECT_EQ(ar.span(), 3 * factor * capacity);
+    const device_ptr p = ar.allocate(5 * MiB, 512, 2);
+    EXPECT_EQ(p, ar.zone_base(2));
+    EXPECT_EQ(ar.reserved(), std::size_t{1} << 30);
+    ar.deallocate(p, 5 * MiB);
+    ar.validate();
+  }
+}
+
 TEST(Arena, OnATightDeviceABlockUsesTheFreeEndOfAHandleMappedElsewhere) {
   three_blocks t(one_zone(8 * MiB));
   // 5 MiB fits no free range. Growth at the top needs 6 MiB (3 granules) and the limit leaves 2: H1 is

@@ -15,8 +15,22 @@ namespace vram::detail {
 
 namespace {
 
-std::size_t zone_span_for(std::size_t total, std::size_t granularity, const arena_options& o) {
-  return round_up(std::max(total, granularity) * std::max<std::size_t>(o.address_space_factor, 1), granularity);
+std::size_t zone_span_for(std::size_t total, std::size_t granularity, std::size_t factor) {
+  return round_up(std::max(total, granularity) * std::max<std::size_t>(factor, 1), granularity);
+}
+
+/// @brief The zones' address range: address_space_factor x the device per zone, or, where the device has not
+/// that much address space (a very large simulated device), half as much, down to once the device.
+handle_map reserve_zones(device& dev, std::size_t total, const arena_options& o) {
+  const std::size_t zones = std::max<std::size_t>(o.zones, 1), g = dev.granularity();
+  for (std::size_t factor = std::max<std::size_t>(o.address_space_factor, 1);; factor /= 2) {
+    const std::size_t span = zone_span_for(total, g, factor);
+    try {
+      return handle_map(dev.address_reserve(span * zones, g), span, zones, g);
+    } catch (const device_error&) {
+      if (factor <= 1) throw;
+    }
+  }
 }
 
 }  // namespace
@@ -28,9 +42,7 @@ arena::arena(device& dev, arena_options options, std::size_t total)
       options_(options),
       pace_(options.burst_bytes, options.burst_window_ns),
       device_total_(total),
-      map_(dev.address_reserve(zone_span_for(total, dev.granularity(), options) * std::max<std::size_t>(options.zones, 1),
-                               dev.granularity()),
-           zone_span_for(total, dev.granularity(), options), std::max<std::size_t>(options.zones, 1), dev.granularity()) {}
+      map_(reserve_zones(dev, total, options)) {}
 
 arena::~arena() {
   // The owner settles deferred unmaps first (pool_resource's destructor, while its events exist).
