@@ -11,6 +11,7 @@
 #include "vram/core/error.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/replay/soak.hpp"
+#include "vram/report/soak_table.hpp"
 #include "vram/policies/registry.hpp"
 #include "vram/workload/trace_builder.hpp"
 #include "vram/workload/workload.hpp"
@@ -217,6 +218,10 @@ TEST(soak, bad_options_are_usage_errors) {
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 0; })), usage_error);
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 0.99; })), usage_error);
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.headroom = std::nan(""); })), usage_error);
+  EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 100.5; })), usage_error);
+  EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 1e308; })), usage_error);
+  EXPECT_NO_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 100; })));
+  EXPECT_NO_THROW(check_soak_options(with([](soak_options& o) { o.headroom = 1; })));
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.hours = 0; })), usage_error);
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.hours = -1; })), usage_error);
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.hours = std::numeric_limits<double>::infinity(); })),
@@ -236,4 +241,38 @@ TEST(soak, bad_options_are_usage_errors) {
 }
 
 }  // namespace
+// The table from a report made by hand: the policy and yes/no read left to right, the numbers right-aligned.
+// 1.05 x 40 GiB = 42 GiB; 40.4 / 40 = 1.010 and 42 / 40 = 1.050.
+TEST(soak, the_table_puts_words_left_and_numbers_right) {
+  soak_report report;
+  report.hours = 2;
+  report.seed = 7;
+  report.headroom = 1.05;
+  report.events = 1234;
+  report.peak_live_bytes = 40 * GiB;
+  report.device_bytes = 42 * GiB;
+  soak_policy_result kept;
+  kept.policy = "vram";
+  kept.peak_reserved_bytes = 40 * GiB + 400 * MiB;
+  kept.creep = 1.0;
+  kept.live_creep = 0.5;
+  soak_policy_result failed;
+  failed.policy = "torch-native";
+  failed.failed_allocations = 12;
+  failed.first_failure_hours = 1.25;
+  failed.free_share_at_first_failure = 0.015;
+  failed.peak_reserved_bytes = 42 * GiB;
+  failed.creep = 1.25;
+  failed.live_creep = 0.5;
+  report.results = {kept, failed};
+  const std::string table = format_soak_table(report);
+  EXPECT_THAT(table, ::testing::HasSubstr(
+      "soak: inference workload, 2 simulated hours, seed 7, 1234 events\n"
+      "peak live 40.00 GiB; each policy on a device of 42.00 GiB (1.05 x peak live, rounded up to 2 MiB)\n\n"
+      "policy        failed  failures  first failure  free then  peak reserved  peak/live  creep  live creep\n"));
+  EXPECT_THAT(table, ::testing::HasSubstr(
+      "vram          no             0              -          -      40.39 GiB      1.010  1.000       0.500\n"
+      "torch-native  yes           12         1.25 h      1.50%      42.00 GiB      1.050  1.250       0.500\n"));
+}
+
 }  // namespace vram

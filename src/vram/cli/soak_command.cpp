@@ -9,6 +9,7 @@
 #include "vram/cli/progress.hpp"
 #include "vram/replay/soak.hpp"
 #include "vram/report/soak_table.hpp"
+#include "vram/workload/workload.hpp"
 
 namespace vram::cli {
 
@@ -49,9 +50,11 @@ void add_soak_command(CLI::App& app) {
   auto a = std::make_shared<soak_args>();
   auto* cmd = app.add_subcommand(
       "soak", "Run a long inference service per allocator on a device with little headroom: failures and creep");
-  cmd->add_option("--hours", a->hours, "Simulated hours of traffic")->capture_default_str();
-  cmd->add_option("--headroom", a->headroom, "Device size as a multiple of the workload's peak live bytes")
-      ->capture_default_str();
+  cmd->add_option("--hours", a->hours, fmt::format("Simulated hours of traffic, above 0 and at most {}",
+                                                   max_workload_hours))->capture_default_str();
+  cmd->add_option("--headroom", a->headroom,
+                  fmt::format("Device size as a multiple of the workload's peak live bytes, from 1 to {}",
+                              max_soak_headroom))->capture_default_str();
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the workload")->check(whole_number)->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object with a result per policy");

@@ -44,9 +44,10 @@ void check_soak_options(const soak_options& o) {
     throw usage_error(fmt::format("soak: --hours {} must be a number of simulated hours above 0 and at most {}",
                                   o.hours, max_workload_hours));
   }
-  if (!std::isfinite(o.headroom) || o.headroom < 1.0) {
-    throw usage_error(fmt::format("soak: --headroom {} must be at least 1 (the device is headroom x the workload's "
-                                  "peak live bytes; below 1 every allocator fails)", o.headroom));
+  if (!std::isfinite(o.headroom) || o.headroom < 1.0 || o.headroom > max_soak_headroom) {
+    throw usage_error(fmt::format("soak: --headroom {} must be at least 1 and at most {} (the device is headroom x "
+                                  "the workload's peak live bytes; below 1 every allocator fails)",
+                                  o.headroom, max_soak_headroom));
   }
   for (const auto& p : o.policies) (void)parse_policy_list(p);  // throws usage_error for an unknown name
 }

@@ -15,7 +15,8 @@ std::string format_soak_table(const soak_report& report) {
       report.workload, report.hours, report.hours == 1 ? "" : "s", report.seed, report.events, format_bytes(report.peak_live_bytes),
       format_bytes(report.device_bytes), report.headroom);
   text_table table({"policy", "failed", "failures", "first failure", "free then", "peak reserved", "peak/live",
-                    "creep", "live creep"});
+                    "creep", "live creep"},
+                   2);  // the policy, and yes or no
   for (const auto& r : report.results) {
     table.add_row({r.policy, r.failed() ? "yes" : "no", fmt::format("{}", r.failed_allocations),
                    r.first_failure_hours ? fmt::format("{:.2f} h", *r.first_failure_hours) : "-",
