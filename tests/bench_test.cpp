@@ -91,7 +91,7 @@ TEST(BenchParse, SizeListTakesUnitsAndSpaces) {
 }
 
 TEST(BenchParse, BadSizeListsAreUsageErrors) {
-  for (const char* bad : {"", "512,", ",512", "512,,4K", "0", "512,0", "abc", "-1", "4Q", "1.5"}) {
+  for (const char* bad : {"", "512,", ",512", "512,,4K", "0", "512,0", "abc", "-1", "4Q", "1.5", "512,512", "1K,1024"}) {
     EXPECT_THROW(parse_size_list(bad), usage_error) << bad;
   }
 }
@@ -99,7 +99,7 @@ TEST(BenchParse, BadSizeListsAreUsageErrors) {
 TEST(BenchParse, ThreadList) {
   EXPECT_EQ(parse_thread_list("1,4,16"), (std::vector<unsigned>{1, 4, 16}));
   EXPECT_EQ(parse_thread_list("1024"), (std::vector<unsigned>{max_threads}));
-  for (const char* bad : {"", "0", "1,0", "1.5", "x", "2,,3", "1025", "-2", "4 threads"}) {
+  for (const char* bad : {"", "0", "1,0", "1.5", "x", "2,,3", "1025", "-2", "4 threads", "2,1,2"}) {
     EXPECT_THROW(parse_thread_list(bad), usage_error) << bad;
   }
 }
@@ -107,7 +107,10 @@ TEST(BenchParse, ThreadList) {
 TEST(BenchOptions, CheckRejectsBadValues) {
   bench_options o;
   EXPECT_NO_THROW(o.check());
-  for (double s : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+  bench_options shortest;
+  shortest.seconds = min_seconds;
+  EXPECT_NO_THROW(shortest.check());
+  for (double s : {0.0, -1.0, std::nan(""), HUGE_VAL, 1e-300, 0.000999}) {
     bench_options b;
     b.seconds = s;
     EXPECT_THROW(b.check(), usage_error) << s;
@@ -160,6 +163,8 @@ TEST(BenchLabels, SizesAndRates) {
   EXPECT_EQ(size_label(4096), "4 KiB");
   EXPECT_EQ(size_label(3 * MiB), "3 MiB");
   EXPECT_EQ(size_label(GiB), "1 GiB");
+  EXPECT_EQ(size_label(1536 * GiB), "1536 GiB");  // 1.5 TiB
+  EXPECT_EQ(size_label(16 * 1024 * GiB), "16 TiB");
   EXPECT_EQ(rate_label(1.234e9), "1.23 G");
   EXPECT_EQ(rate_label(45.64e6), "45.6 M");
   EXPECT_EQ(rate_label(789.2e3), "789 k");

@@ -517,6 +517,17 @@ TEST(Cli, BadArgumentsAndInputNameTheProblem) {
          1, "nan.csv:2");
   expect(run("simulate nosuch -o " + write_file("x.vtrace", "")), 2, "unknown workload 'nosuch'");
   expect(run("bench --device sim --repeat 101"), 2, "bad --repeat 101: from 1 to 100");
+  expect(run("bench --device sim --repeat 0"), 2, "bad --repeat 0: from 1 to 100");
+  expect(run("bench --device sim --seconds 0.0005"), 2, "bad time per cell 0.0005: a number of seconds from 0.001");
+  expect(run("bench --device sim --sizes 512,4K,512"), 2, "size '512' in '512,4K,512' is there twice");
+  expect(run("bench --device sim --threads 2,1,1"), 2, "thread count '1' in '2,1,1' is there twice");
+  for (const char* option : {"--sizes", "--threads", "--json-file"})
+    expect(run(std::string("bench --device sim ") + option + " ''"), 2, std::string(option) + " was given no value");
+  // A size the device cannot hold fails for every allocator: the rows say why, and the run is not a success.
+  const outcome failed = run("bench --device sim --sizes 16TiB --threads 1 --seconds 0.01 --repeat 1");
+  EXPECT_EQ(failed.code, 1);
+  EXPECT_THAT(failed.out, ::testing::HasSubstr("failed: vram 16 TiB x 1: vram: out of memory allocating 16.00 TiB"));
+  EXPECT_THAT(failed.out, ::testing::HasSubstr("vram: bench: every cell failed"));
   expect(run("fit " + path + " --policy vram --verify 65"), 2, "bad --verify 65: from 0 to 64 granules");
   expect(run("fit " + path + " --policy vram --verify -1"), 2, "bad --verify -1: from 0 to 64 granules");
   expect(run("fit " + path + " --policy vram --verify abc"), 2, "--verify");

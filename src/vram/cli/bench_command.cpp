@@ -7,6 +7,7 @@
 // so one run gives both.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -88,6 +89,8 @@ void run_bench_command(const bench_args& a) {
   } else {
     std::cout << measure::format_table(r);
   }
+  if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(), [](const auto& row) { return !row.error.empty(); }))
+    throw error("bench: every cell failed (their errors are above)");
 }
 
 }  // namespace
@@ -104,11 +107,22 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
       ->check(whole_number)
       ->capture_default_str();
-  cmd->add_option("--repeat", a->repeat,
-                  "Runs of every cell, in turn, the median kept (default sim: 3; GPU: 1)");
+  auto* repeat = cmd->add_option("--repeat", a->repeat,
+                                 fmt::format("Runs of every cell, in turn, the median kept, 1 to {} (default sim: 3; "
+                                             "GPU: 1)", measure::max_repeat));
   cmd->add_flag("--json", a->json, "Print a JSON object");
   cmd->add_option("--json-file", a->json_file, "Also write the JSON object to this file");
-  cmd->callback([a] { run_bench_command(*a); });
+  cmd->callback([a, cmd, repeat] {
+    // A value given empty is refused rather than taken for the default.
+    for (const char* name : {"--sizes", "--threads", "--json-file"}) {
+      const CLI::Option* o = cmd->get_option(name);
+      if (o->count() > 0 && o->as<std::string>().empty())
+        throw usage_error(fmt::format("bench: {} was given no value", name));
+    }
+    if (repeat->count() > 0 && a->repeat == 0)
+      throw usage_error(fmt::format("bad --repeat 0: from 1 to {}", measure::max_repeat));
+    run_bench_command(*a);
+  });
 }
 
 }  // namespace vram::cli

@@ -74,8 +74,8 @@ void bench_options::check() const {
     }
   }
   if (repeat > max_repeat) throw usage_error(fmt::format("bad --repeat {}: from 1 to {}", repeat, max_repeat));
-  if (!(seconds > 0) || !std::isfinite(seconds)) {
-    throw usage_error(fmt::format("bad time per cell {}: a positive number of seconds, e.g. 0.2", seconds));
+  if (!(seconds >= min_seconds) || !std::isfinite(seconds)) {
+    throw usage_error(fmt::format("bad time per cell {}: a number of seconds from {}, e.g. 0.2", seconds, min_seconds));
   }
 }
 
@@ -100,6 +100,8 @@ std::vector<std::size_t> parse_size_list(std::string_view list) {
   for (std::string_view item : split_list(list, "sizes")) {
     const std::size_t s = parse_size(item);
     if (s == 0) throw usage_error(fmt::format("bad size '{}' in '{}': a block of 0 bytes cannot be measured", item, list));
+    if (std::find(sizes.begin(), sizes.end(), s) != sizes.end())
+      throw usage_error(fmt::format("size '{}' in '{}' is there twice: each size is measured once", item, list));
     sizes.push_back(s);
   }
   return sizes;
@@ -113,12 +115,15 @@ std::vector<unsigned> parse_thread_list(std::string_view list) {
     if (ec != std::errc{} || end != item.data() + item.size() || n == 0 || n > max_threads) {
       throw usage_error(fmt::format("bad thread count '{}' in '{}': a whole number from 1 to {}", item, list, max_threads));
     }
+    if (std::find(threads.begin(), threads.end(), n) != threads.end())
+      throw usage_error(fmt::format("thread count '{}' in '{}' is there twice: each count is measured once", item, list));
     threads.push_back(n);
   }
   return threads;
 }
 
 std::string size_label(std::size_t bytes) {
+  if (bytes != 0 && bytes % (1024 * GiB) == 0) return fmt::format("{} TiB", bytes / (1024 * GiB));
   if (bytes != 0 && bytes % GiB == 0) return fmt::format("{} GiB", bytes / GiB);
   if (bytes != 0 && bytes % MiB == 0) return fmt::format("{} MiB", bytes / MiB);
   if (bytes != 0 && bytes % KiB == 0) return fmt::format("{} KiB", bytes / KiB);
@@ -246,6 +251,7 @@ bench_row run_cell(const allocator_entry& a, std::size_t bytes, unsigned t, cons
     o.seconds = plan.seconds;
     o.max_pairs = plan.pairs;
     const cell_result c = measure_cell(*target, o);
+    if (c.pairs() == 0) throw error(fmt::format("no pair finished within {} s", plan.seconds));
     row.pairs = c.pairs();
     for (const auto& f : c.threads) row.seconds = std::max(row.seconds, f.seconds);
     row.ns_per_pair = c.ns_per_pair();

@@ -36,12 +36,14 @@ struct bench_options {
   std::uint64_t pairs = 0;  // per thread and cell; 0: time alone
   unsigned repeat = 0;      // runs of every cell, the median kept; 0: the device's default
 
-  /// @brief @throws usage_error for a zero size, a thread count of 0 or above max_threads, or a time that is
-  /// not positive and finite (plan_for also refuses a run of more than an hour).
+  /// @brief @throws usage_error for a zero size, a thread count of 0 or above max_threads, or a time below
+  /// min_seconds or not finite (plan_for also refuses a run of more than an hour).
   void check() const;
 };
 
 inline constexpr unsigned max_threads = 1024;
+/// The shortest time per cell: less and threads may finish no pair (a cell that does is reported failed).
+inline constexpr double min_seconds = 0.001;
 
 /// @brief 512 B, 4 KiB, 64 KiB, 1 MiB, 8 MiB, 64 MiB; on a GPU also 256 MiB and 1 GiB.
 std::vector<std::size_t> default_sizes(bool simulated);
@@ -51,10 +53,11 @@ std::vector<unsigned> default_threads(bool simulated);
 unsigned default_repeat(bool simulated);
 inline constexpr unsigned max_repeat = 100;
 
-/// @brief "512,4K,64KiB,1M" into sizes. @throws usage_error for an empty list or item, a bad or zero size.
+/// @brief "512,4K,64KiB,1M" into sizes. @throws usage_error for an empty list or item, a bad or zero size, or
+/// a size given twice.
 std::vector<std::size_t> parse_size_list(std::string_view list);
 /// @brief "1,2,4" into thread counts. @throws usage_error for an empty list or item, a count of 0 or above
-/// max_threads, or text that is not a whole number.
+/// max_threads, text that is not a whole number, or a count given twice.
 std::vector<unsigned> parse_thread_list(std::string_view list);
 
 /// @brief An allocator of the run: its name and how to make a fresh one for a cell.
