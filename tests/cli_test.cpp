@@ -234,6 +234,25 @@ TEST(Cli, TheListOfPoliciesEndsTheHelpOfTheCommandsThatTakeOne) {
   }
 }
 
+// vram info --json holds every figure of its table: on an 80 GiB simulated device (81920 MiB, 85899345920
+// bytes) nothing is used or held, and the granule is 2 MiB.
+TEST(Cli, InfoJsonHoldsTheTablesFigures) {
+  const outcome o = run("info --device sim:80GiB --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["device"], "simulated device (81920 MiB, 2 MiB granules)");
+  EXPECT_EQ(j["total_bytes"], 85899345920u);
+  EXPECT_EQ(j["free_bytes"], 85899345920u);
+  EXPECT_EQ(j["used_bytes"], 0u);
+  EXPECT_EQ(j["held_bytes"], 0u);
+  EXPECT_EQ(j["granularity_bytes"], 2097152u);
+  EXPECT_TRUE(j["compute_capability"].is_null());
+  EXPECT_TRUE(j["driver_version"].is_null());
+  const outcome table = run("info --device sim:80GiB");
+  EXPECT_THAT(table.out, ::testing::HasSubstr("used memory         0 B (0 bytes) (every process)"));
+  EXPECT_THAT(table.out, ::testing::HasSubstr("total memory        80.00 GiB (85899345920 bytes)"));
+}
+
 TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_EQ(run("record").code, 2);
   EXPECT_THAT(run("record").out, ::testing::HasSubstr("vram record needs a command to run"));
@@ -763,7 +782,19 @@ TEST(Cli, SizesPoliciesAndDevicesParse) {
   EXPECT_THROW(parse_device_spec("sim:costs=fast"), usage_error);  // a model's name, or a FILE.json
   EXPECT_EQ(parse_device_spec("sim:costs=card.json").costs_file, "card.json");
   EXPECT_THROW(parse_device_spec("sim:80GiB,90GiB"), usage_error);
-  EXPECT_THROW(parse_device_spec("sim:80GiB,"), usage_error);
+  for (const char* empty : {"sim:80GiB,", "sim:,80GiB", "sim:80GiB,,lag=5ms"}) {
+    try {
+      parse_device_spec(empty);
+      ADD_FAILURE() << empty << " was taken";
+    } catch (const usage_error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("an empty part before, between or after its commas")) << empty;
+    }
+  }
+  EXPECT_THAT(run("info --device sim:").out, ::testing::HasSubstr("bad device 'sim:': nothing after 'sim:'"));
+  // 63 TiB of capacity below the simulated mappings' addresses; a pool there reserves less than 8x per zone.
+  const outcome too_large = run("info --device sim:64TiB");
+  EXPECT_EQ(too_large.code, 2);
+  EXPECT_THAT(too_large.out, ::testing::HasSubstr("a simulated device holds at most 63.00 TiB: 64.00 TiB is more"));
   EXPECT_EQ(sim_options(parse_device_spec("sim:costs=lent")).label, "simulated H200 (lent H200 costs)");
 }
 
@@ -844,6 +875,21 @@ TEST(Cli, ProbeCostsRefusesAFileItCannotWriteBeforeMeasuring) {
   EXPECT_EQ(txt.code, 2);
   EXPECT_THAT(txt.out, ::testing::HasSubstr("--costs costs.txt: the file's name must end in .json"));
   EXPECT_EQ(run("probe --rounds 3 --device sim").code, 2);  // --rounds without --costs means nothing
+  // Options the form in use would ignore are refused, as are values given empty and a step nothing can take.
+  EXPECT_THAT(run("probe --costs c.json --no-total --device sim").out, ::testing::HasSubstr("--costs excludes --no-total"));
+  EXPECT_THAT(run("probe --snapshot s.json --step 2MiB").out, ::testing::HasSubstr("--snapshot excludes --step"));
+  EXPECT_THAT(run("probe --snapshot s.json --device sim").out, ::testing::HasSubstr("--device excludes --snapshot"));
+  for (const char* option : {"--costs", "--snapshot", "--step"}) {
+    const outcome empty = run(std::string("probe ") + option + " ''");
+    EXPECT_EQ(empty.code, 2) << option;
+    EXPECT_THAT(empty.out, ::testing::HasSubstr(std::string("probe: ") + option + " was given no value"));
+  }
+  for (const char* step : {"0", "4MiB"}) {
+    const outcome o = run(std::string("probe --device sim:2MiB --step ") + step);
+    EXPECT_EQ(o.code, 2) << step;
+    EXPECT_THAT(o.out, ::testing::HasSubstr(std::string("probe: --step ") + step +
+                                            " must be above 0 and at most the device's free memory, 2.00 MiB"));
+  }
   const outcome bad = run("replay " + write_file("small.csv", small_trace) + " --device sim:costs=/nonexistent/c.json");
   EXPECT_NE(bad.code, 0);
   EXPECT_THAT(bad.out, ::testing::HasSubstr("/nonexistent/c.json: cannot open the cost model"));

@@ -258,13 +258,24 @@ TEST(probe_snapshot, malformed_snapshots_name_the_problem) {
   EXPECT_THAT(message(R"({"free_ranges": [[1]]})"), HasSubstr("free_ranges[0] is not [address, bytes]"));
   EXPECT_THAT(message(R"({"free_ranges": [[1, 2], [3, -4]]})"), HasSubstr("free_ranges[1]: the size"));
   EXPECT_THAT(message(R"({"free_ranges": [["0xZZ", 4]]})"), HasSubstr("free_ranges[0]: the address"));
+  EXPECT_THAT(message(R"({"free_ranges": [[4096, 512], [8192, 0]]})"), HasSubstr("free_ranges[1] has 0 bytes"));
+  // 2^64 - 1 bytes from address 1 end at 2^64, one past the last address: the two would sum past 2^64.
+  EXPECT_THAT(message(R"({"free_ranges": [[18446744073709551615, 18446744073709551615], [1, 18446744073709551615]]})"),
+              HasSubstr("free_ranges[0] runs past the end of the address space"));
+  EXPECT_THAT(message(R"({"free_ranges": [[1, 18446744073709551615]]})"),
+              HasSubstr("free_ranges[0] runs past the end of the address space"));
+  // [0x1000, 0x3000) and [0x2000, 0x2200) share [0x2000, 0x2200).
+  EXPECT_THAT(message(R"({"free_ranges": [[8192, 512], [4096, 8192]]})"),
+              HasSubstr("free ranges overlap: [0x1000, 0x3000) and [0x2000, 0x2200)"));
+  // Touching is not overlapping: [0x1000, 0x2000) and [0x2000, 0x2200).
+  EXPECT_EQ(message(R"({"free_ranges": [[8192, 512], [4096, 4096]]})"), "no error");
 }
 
 TEST(probe_snapshot, reads_a_file_and_names_it_in_errors) {
   const std::string path = ::testing::TempDir() + "vram_probe_snapshot.json";
   {
     std::ofstream out(path);
-    out << R"({"free_ranges": [[4096, 1048576], [8192, 3145728]]})";
+    out << R"({"free_ranges": [[4096, 1048576], [8388608, 3145728]]})";
   }
   const free_ranges_summary s = read_snapshot_file(path);
   EXPECT_EQ(s.free_bytes, 4 * MiB);

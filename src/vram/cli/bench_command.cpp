@@ -99,7 +99,7 @@ void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<bench_args>();
   auto* cmd = app.add_subcommand("bench", "Measure allocate+free of one cached block per thread: vram against the "
                                           "host's or the driver's allocators");
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
   cmd->add_option("--sizes", a->sizes,
                   "Block sizes, comma-separated, e.g. 512,4K,64K,1M (default sim: 512 B to 64 MiB; GPU: to 1 GiB)");
   cmd->add_option("--threads", a->threads, "Thread counts, comma-separated (default sim: 1,2; GPU: 1,4,16)");

@@ -64,6 +64,7 @@ void run_info(const info_args& a) {
                         {"simulated", f.simulated},
                         {"total_bytes", f.memory.total},
                         {"free_bytes", f.memory.free},
+                        {"used_bytes", f.memory.total - f.memory.free},
                         {"granularity_bytes", f.granularity},
                         {"held_bytes", f.held},
                         {"note", choice.note}};
@@ -99,7 +100,7 @@ void run_info(const info_args& a) {
 void add_info_command(CLI::App& app) {
   auto a = std::make_shared<info_args>();
   auto* cmd = app.add_subcommand("info", "Show the device: name, capability, memory, granularity, driver");
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON object");
   cmd->callback([a] { run_info(*a); });
 }

@@ -42,9 +42,10 @@ void line(std::string_view key, const std::string& value) { std::cout << fmt::fo
 void run_snapshot(const probe_args& a) {
   const free_ranges_summary s = read_snapshot_file(a.snapshot);
   if (a.json) {
+    const auto text_or_null = [](const std::string& t) { return t.empty() ? nlohmann::json(nullptr) : nlohmann::json(t); };
     std::cout << nlohmann::json{{"snapshot", a.snapshot},
-                                {"policy", s.policy},
-                                {"device", s.device},
+                                {"policy", text_or_null(s.policy)},
+                                {"device", text_or_null(s.device)},
                                 {"reserved_bytes", s.reserved_bytes},
                                 {"free_ranges", s.ranges},
                                 {"free_bytes", s.free_bytes},
@@ -58,7 +59,7 @@ void run_snapshot(const probe_args& a) {
   if (!s.policy.empty()) line("policy", s.policy);
   if (!s.device.empty()) line("device", s.device);
   if (s.reserved_bytes != 0) line("reserved", bytes_text(s.reserved_bytes));
-  line("free inside the pool", fmt::format("{} in {} ranges", bytes_text(s.free_bytes), s.ranges));
+  line("free inside the pool", fmt::format("{} in {} range{}", bytes_text(s.free_bytes), s.ranges, s.ranges == 1 ? "" : "s"));
   line("largest free range", bytes_text(s.largest));
   line("fragmentation", fmt::format("{:.1f}% (1 - largest / free)", 100.0 * s.fragmentation));
 }
@@ -121,7 +122,14 @@ void run_probe(const probe_args& a) {
   if (!a.costs.empty()) return run_costs(a);
   const device_choice choice = open_device(parse_device_spec(a.device));
   probe_options o;
-  if (!a.step.empty()) o.step = parse_size(a.step);
+  if (!a.step.empty()) {
+    o.step = parse_size(a.step);
+    const std::size_t free = choice.dev->mem_info().free;
+    if (o.step == 0 || o.step > free) {
+      throw usage_error(fmt::format("probe: --step {} must be above 0 and at most the device's free memory, {}",
+                                    a.step, format_bytes(free)));
+    }
+  }
   o.allocatable = !a.no_total;
   const probe_result r = probe(*choice.dev, o);
   if (a.json) {
@@ -164,9 +172,11 @@ void run_probe(const probe_args& a) {
 void add_probe_command(CLI::App& app) {
   auto a = std::make_shared<probe_args>();
   auto* cmd = app.add_subcommand("probe", "Find how much memory can be allocated now, in one block and in all");
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY, sim:costs=FILE.json, cuda or cuda:N")->capture_default_str();
+  auto* device = cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
   auto* snapshot = cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
-  cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB");
+  device->excludes(snapshot);
+  auto* step = cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB")
+                   ->excludes(snapshot);
   auto* costs = cmd->add_option("--costs", a->costs, "Measure every driver call's cost by size and write the cost "
                                                    "model to FILE.json (for --device sim:costs=FILE.json)")
                     ->excludes(snapshot);
@@ -174,9 +184,20 @@ void add_probe_command(CLI::App& app) {
       ->check(CLI::Range(1u, 1000u))
       ->needs(costs)
       ->capture_default_str();
-  cmd->add_flag("--no-total", a->no_total, "Skip the allocatable total (which holds the memory for a moment)");
+  cmd->add_flag("--no-total", a->no_total, "Skip the allocatable total (which holds the memory for a moment)")
+      ->excludes(snapshot)
+      ->excludes(costs);
+  step->excludes(costs);
   cmd->add_flag("--json", a->json, "Print a JSON object");
-  cmd->callback([a] { run_probe(*a); });
+  cmd->callback([a, cmd] {
+    // A value given empty is refused rather than taken for "not given".
+    for (const char* name : {"--snapshot", "--costs", "--step"}) {
+      const CLI::Option* o = cmd->get_option(name);
+      if (o->count() > 0 && o->as<std::string>().empty())
+        throw usage_error(fmt::format("probe: {} was given no value", name));
+    }
+    run_probe(*a);
+  });
 }
 
 }  // namespace vram::cli

@@ -114,7 +114,7 @@ void add_replay_command(CLI::App& app) {
       ->required();
   add_device_index_option(cmd, a->read);
   cmd->add_option("--policy,-p", a->policies, "Comma-separated policies, or 'all'")->capture_default_str();
-  cmd->add_option("--device,-d", a->device, "auto, sim, sim:CAPACITY (e.g. sim:80GiB), sim:lag=5ms (a device behind the host), cuda[:N]")
+  cmd->add_option("--device,-d", a->device, device_help)
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per trace x policy");
   cmd->add_flag("--validate", a->validate, "Check the allocator's invariants after every event (slow)");

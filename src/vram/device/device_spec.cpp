@@ -43,6 +43,7 @@ device_spec parse_device_spec(std::string_view text) {
       for (;;) {
         const auto comma = rest.find(',');
         const std::string_view part = rest.substr(0, comma);
+        if (part.empty()) throw bad(tail.empty() ? "nothing after 'sim:'" : "an empty part before, between or after its commas");
         if (part.starts_with("costs=")) {
           const std::string_view model = part.substr(6);
           if (s.lent_costs || !s.costs_file.empty()) throw bad("two cost models");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -146,16 +147,31 @@ free_ranges_summary summarize_snapshot(const nlohmann::json& snapshot) {
   const auto it = snapshot.find("free_ranges");
   if (it == snapshot.end() || !it->is_array()) throw input_error("snapshot: no \"free_ranges\" array");
   free_ranges_summary s;
+  std::vector<std::pair<std::size_t, std::size_t>> seen;  // [address, end), to find ranges that overlap
   for (std::size_t i = 0; i < it->size(); ++i) {
     const auto& range = (*it)[i];
     if (!range.is_array() || range.size() != 2) {
       throw input_error(fmt::format("snapshot: free_ranges[{}] is not [address, bytes]: {}", i, range.dump()));
     }
-    as_size(range[0], "address", i);
+    const std::size_t address = as_size(range[0], "address", i);
     const std::size_t bytes = as_size(range[1], "size", i);
+    if (bytes == 0) throw input_error(fmt::format("snapshot: free_ranges[{}] has 0 bytes", i));
+    if (bytes > std::numeric_limits<std::size_t>::max() - address) {
+      throw input_error(fmt::format("snapshot: free_ranges[{}] runs past the end of the address space: {}", i,
+                                    range.dump()));
+    }
+    seen.emplace_back(address, address + bytes);
     ++s.ranges;
     s.free_bytes += bytes;
     s.largest = std::max(s.largest, bytes);
+  }
+  // Ranges that do not overlap, each inside the address space, cannot sum past it.
+  std::sort(seen.begin(), seen.end());
+  for (std::size_t i = 1; i < seen.size(); ++i) {
+    if (seen[i].first < seen[i - 1].second) {
+      throw input_error(fmt::format("snapshot: free ranges overlap: [{:#x}, {:#x}) and [{:#x}, {:#x})", seen[i - 1].first,
+                                    seen[i - 1].second, seen[i].first, seen[i].second));
+    }
   }
   s.fragmentation = fragmentation(s.largest, s.free_bytes);
   if (auto r = snapshot.find("reserved_bytes"); r != snapshot.end() && r->is_number_unsigned()) {

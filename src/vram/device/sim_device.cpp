@@ -32,6 +32,7 @@
 
 #include "vram/core/error.hpp"
 #include "vram/core/range_set.hpp"
+#include "vram/core/size.hpp"
 #include "vram/core/slots.hpp"
 
 namespace vram {
@@ -501,7 +502,8 @@ sim_device::sim_device(sim_device_options options) : options_(std::move(options)
                                   options_.granularity));
   }
   if (options_.capacity > detail::vmm_lo - detail::legacy_lo) {
-    throw usage_error(fmt::format("sim_device: capacity {} exceeds the simulated address space", options_.capacity));
+    throw usage_error(fmt::format("a simulated device holds at most {}: {} is more", format_bytes(detail::vmm_lo - detail::legacy_lo),
+                                  format_bytes(options_.capacity)));
   }
   impl_ = std::make_unique<impl>(options_);
 }
