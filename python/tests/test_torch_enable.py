@@ -182,6 +182,46 @@ class Enable(unittest.TestCase):
                                    "vram setting limit=None: want an int, a float, a bool or a string\n[]\n",
                          r.stderr)
 
+    def test_a_bad_value_is_refused_at_once_and_changes_nothing(self):
+        # The library reads the variables only when it makes a device's pool: without the check, enable() would
+        # return and every later allocation fail.
+        r = run("""
+            import os, vram, vram.torch
+            for bad in ({"limit": "8gib"}, {"limit": "8GiB", "burst_window": "2h"}, {"block_handles": 1025},
+                        {"aliasing": "yes"}):
+                try:
+                    vram.torch.enable(**bad)
+                except ValueError as e:
+                    print(e)
+            try:
+                vram.torch.enable(record=None, limit=True)
+            except TypeError as e:
+                print(e)
+            print(calls, vram.torch.enabled(), [k for k in os.environ if k.startswith("VRAM_") and k not in
+                                                 ("VRAM_DEVICE", "VRAM_LIBRARY")])
+            vram.torch.enable(limit="8GiB")
+            print(vram.torch.enabled(), os.environ["VRAM_LIMIT"])
+            """)
+        self.assertEqual(r.stdout, (
+            "vram setting limit: bad size '8gib': unknown unit 'gib' (write e.g. 512, 64MiB, 80GiB)\n"
+            "vram setting burst_window: bad duration '2h': unknown unit 'h' (write e.g. 250us, 5ms, 1.5s)\n"
+            "vram setting block_handles: '1025': want a whole number from 0 to 1024\n"
+            "vram setting aliasing: 'yes': want 1 or 0\n"
+            "vram setting limit=True: a bool is for a flag (holes_below_peak, aliasing, thread_cache, membarrier)\n"
+            "[] False []\n"
+            "True 8GiB\n"), r.stderr)
+
+    def test_record_is_a_path(self):
+        r = run("""
+            import os, vram, vram.torch
+            try:
+                vram.torch.enable(record=5)
+            except TypeError as e:
+                print(e)
+            print(calls, vram.torch.enabled())
+            """)
+        self.assertEqual(r.stdout, "path 5: want a str, bytes or os.PathLike\n[] False\n", r.stderr)
+
     def test_other_settings_on_a_second_call_are_refused(self):
         r = run("""
             import vram, vram.torch

@@ -161,12 +161,72 @@ class Statistics(unittest.TestCase):
             vram.memory_stats(8)
         self.assertEqual(caught.exception.code, 2)
         self.assertIn("device 8 is out of range", str(caught.exception))
-        with self.assertRaises(vram.VramError):
-            vram.device_name(-1)
+        with self.assertRaises(vram.VramError) as caught:  # the largest index a C int holds reaches the library
+            vram.device_name(2**31 - 1)
+        self.assertIn("device 2147483647 is out of range", str(caught.exception))
         with self.assertRaises(ValueError):
             vram.memory_stats("cpu")
         with self.assertRaises(TypeError):
             vram.memory_stats(True)
+
+    def test_devices_past_a_c_int_or_negative_are_refused_before_the_call(self):
+        # ctypes would pass device 2**32 as 0 and 2**32 + 1 as 1: device 0's figures, device 1's name.
+        class Dev:
+            type, index = "cuda", 2**32
+        calls = [vram.memory_stats, vram.memory_allocated, vram.memory_summary, vram.memory_snapshot,
+                 vram.device_name, vram.empty_cache, vram.reset_peak_memory_stats, vram.get_memory_limit,
+                 lambda d: vram.set_memory_limit(1 << 20, d)]
+        for device, index in [(2**32, 2**32), (2**32 + 1, 2**32 + 1), (2**31, 2**31), (-1, -1), (-2**32, -2**32),
+                              ("cuda:4294967296", 2**32), (Dev(), 2**32)]:
+            for call in calls:
+                with self.assertRaises(ValueError, msg=(device, call)) as caught:
+                    call(device)
+                self.assertEqual(str(caught.exception),
+                                 f"device {index} is out of range: want an index from 0 to vram.device_count() - 1")
+        self.assertEqual(vram.get_memory_limit(0), 0)
+        with self.assertRaises(ValueError):
+            vram._index("cuda:\u0661")  # an Arabic-Indic 1: not an index
+
+    def test_sizes_devices_and_streams_past_the_c_types_are_refused_before_the_call(self):
+        # ctypes would wrap them: a size of 2**64 + 4096 to 4096 bytes, 2**63 to a negative one, device 2**32 + 6
+        # to 6. Device 6 is this test's alone.
+        size_range = "is out of range: want bytes from 0 to 2**63 - 1"
+        device_range = "is out of range: want an index from 0 to vram.device_count() - 1"
+        cases = [
+            ((2**64 + 4096, 6), ValueError, f"size 18446744073709555712 {size_range}"),
+            ((2**63, 6), ValueError, f"size 9223372036854775808 {size_range}"),
+            ((-1, 6), ValueError, f"size -1 {size_range}"),
+            ((4096, 2**32 + 6), ValueError, f"device 4294967302 {device_range}"),
+            ((4096, -1), ValueError, f"device -1 {device_range}"),
+            ((4096, 6, 2**64), ValueError, "stream 18446744073709551616 is out of range: want an address from 0 to "
+                                           "2**64 - 1"),
+            ((1.5, 6), TypeError, "size 1.5: want a whole number"),
+            ((True, 6), TypeError, "size True: want a whole number"),
+            ((4096, "6"), TypeError, "device '6': want a whole number"),
+        ]
+        for args, kind, message in cases:
+            with self.assertRaises(kind, msg=args) as caught:
+                malloc(*args)
+            self.assertEqual(str(caught.exception), message)
+        s = vram.memory_stats(6)  # nothing reached the pool
+        self.assertEqual((s["allocation.all.allocated"], s["reserved_bytes.all.current"]), (0, 0))
+
+        p = malloc(4096, 6)
+        for args, message in [((p, 2**64 + 4096, 6), f"size 18446744073709555712 {size_range}"),
+                              ((p, 4096, 2**32 + 6), f"device 4294967302 {device_range}"),
+                              ((p + 2**64, 4096, 6), f"pointer {p + 2**64} is out of range: want an address from 0 "
+                                                     "to 2**64 - 1")]:
+            with self.assertRaises(ValueError, msg=args) as caught:
+                free(*args)
+            self.assertEqual(str(caught.exception), message)
+        self.assertEqual(vram.memory_stats(6)["allocation.all.current"], 1)  # still live
+        free(p, 4096, 6)
+        with self.assertRaises(vram.OutOfMemoryError) as caught:  # the largest size an ssize_t holds reaches the pool
+            malloc(2**63 - 1, 6)
+        self.assertIn("vram_malloc(size=9223372036854775807, device=6, stream=0x0): vram: out of memory",
+                      str(caught.exception))
+        s = vram.memory_stats(6)
+        self.assertEqual((s["allocation.all.allocated"], s["allocation.all.freed"]), (1, 1))
 
     def test_devices_are_counted_and_named(self):
         self.assertEqual(vram.device_count(), 8)
@@ -215,6 +275,25 @@ class Recording(unittest.TestCase):
             self.assertEqual(data[:8], b"\x89VRAMTR\n")
             self.assertEqual(int.from_bytes(data[16:24], "little"), 5)  # two allocations and three frees
             self.assertEqual(int.from_bytes(data[24:32], "little"), len(data) - 40)
+
+    def test_a_path_is_a_str_bytes_or_path_like(self):
+        with tempfile.TemporaryDirectory() as folder:
+            here = os.getcwd()
+            os.chdir(folder)
+            try:
+                for bad in (None, 5, ["run.vram"]):
+                    with self.assertRaises(TypeError) as caught:
+                        vram.record_start(bad)
+                    self.assertEqual(str(caught.exception), f"path {bad!r}: want a str, bytes or os.PathLike")
+                with self.assertRaises(ValueError) as caught:
+                    vram.record_start("run\0.vram")  # C would cut it at the NUL
+                self.assertEqual(str(caught.exception), "path 'run\\x00.vram' holds a NUL character")
+                self.assertEqual(os.listdir("."), [])  # no file named None, 5, ... or run
+                vram.record_start(b"run.vram")
+                vram.record_stop()
+                self.assertEqual(os.listdir("."), ["run.vram"])
+            finally:
+                os.chdir(here)
 
     def test_a_recording_into_a_missing_folder_is_refused(self):
         with self.assertRaises(vram.VramError) as caught:
@@ -276,8 +355,19 @@ class Loading(unittest.TestCase):
     def test_vram_library_names_the_one_library_looked_at(self):
         r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY="/nonexistent/libvram.so")
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("vram._library.VramError: libvram.so could not be loaded; looked at:\n"
+        self.assertIn("\nvram.VramError: libvram.so could not be loaded; looked at:\n"
                       "  /nonexistent/libvram.so (VRAM_LIBRARY): no such file\n", r.stderr)
+
+    def test_a_folder_is_named_as_a_folder(self):
+        with tempfile.TemporaryDirectory() as folder:
+            r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY=folder)
+        self.assertIn(f"\nvram.VramError: libvram.so could not be loaded; looked at:\n"
+                      f"  {folder} (VRAM_LIBRARY): a folder, not a file\n", r.stderr)
+
+    def test_the_errors_are_named_where_programs_find_them(self):
+        self.assertEqual((vram.VramError.__module__, vram.VramError.__qualname__), ("vram", "VramError"))
+        self.assertEqual(vram.OutOfMemoryError.__module__, "vram")
+        self.assertIs(_library.VramError, vram.VramError)
 
     def test_a_file_that_is_no_library_is_named_with_the_loader_s_reason(self):
         with tempfile.TemporaryDirectory() as folder:
@@ -293,7 +383,7 @@ class Loading(unittest.TestCase):
             self.skipTest(f"{other} is not built")
         r = self.run_python("import vram; vram.device_count()", VRAM_LIBRARY=str(other))
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn(f"vram._library.VramError: {other}: not vram's C library (it has none of vram_malloc, "
+        self.assertIn(f"\nvram.VramError: {other}: not vram's C library (it has none of vram_malloc, "
                       f"vram_free, ...); point VRAM_LIBRARY at libvram.so", r.stderr)
         self.assertNotIn("older", r.stderr)
 

@@ -5,7 +5,7 @@ reset_peak_memory_stats, empty_cache, memory_allocated, ...), since PyTorch's ow
 allocator such as vram serves its tensors. `vram.torch.enable()` puts PyTorch's CUDA tensors in the pool.
 
 A device is an index, 'cuda:N', a torch.device, or None (the default: torch's current device once PyTorch
-has started CUDA, else 0). A failing call raises VramError (a RuntimeError) with the library's message and
+has started CUDA, else 0); an index below 0 or past a C int is a ValueError before the library is called. A failing call raises VramError (a RuntimeError) with the library's message and
 vram.h's status as `.code`; an out-of-memory raises OutOfMemoryError, a VramError and a MemoryError. The
 library is found and loaded on first use (vram._library says where it is looked for).
 
@@ -30,6 +30,7 @@ large_pool breakdowns.
 import ctypes as _ctypes
 import json as _json
 import operator as _operator
+import os as _os
 import sys as _sys
 
 from ._library import OutOfMemoryError, VramError, Stats as _Stats
@@ -54,16 +55,16 @@ def _index(device):
     if isinstance(device, bool):
         raise TypeError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
     if isinstance(device, int):
-        return device
+        return _library.device_index(device)  # one the C API's int holds: ctypes would wrap a larger one
     index = getattr(device, "index", None)
     if getattr(device, "type", None) is not None:  # a torch.device
         if device.type != "cuda":
             raise ValueError(f"device {device}: vram serves CUDA devices")
-        return _index(None) if index is None else index
+        return _index(None) if index is None else _library.device_index(index)
     if isinstance(device, str):
         kind, _, number = device.partition(":")
-        if kind == "cuda" and (number == "" or number.isdigit()):
-            return int(number) if number else _index(None)
+        if kind == "cuda" and (number == "" or number.isascii() and number.isdigit()):
+            return _library.device_index(int(number)) if number else _index(None)
     raise ValueError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
 
 
@@ -183,10 +184,23 @@ def memory_snapshot(device=None):
         lib.vram_free_string(text)
 
 
+def _path(path):
+    """A path (str, bytes or os.PathLike) as the bytes the C API takes; TypeError for anything else (None
+    included), ValueError for one holding a NUL, which C would cut short."""
+    try:
+        data = _os.fsencode(path)
+    except TypeError:
+        raise TypeError(f"path {path!r}: want a str, bytes or os.PathLike") from None
+    if b"\0" in data:
+        raise ValueError(f"path {path!r} holds a NUL character")
+    return data
+
+
 def record_start(path):
-    """Writes every allocation and free that reaches libvram.so to a trace in vram's format at `path`
-    (device N > 0 to path with '.devN' before its extension) until record_stop() or exit."""
-    _library.check(_library.load().vram_record_start(str(path).encode()))
+    """Writes every allocation and free that reaches libvram.so to a trace in vram's format at `path` (str,
+    bytes or os.PathLike; device N > 0 to path with '.devN' before its extension) until record_stop() or
+    exit."""
+    _library.check(_library.load().vram_record_start(_path(path)))
 
 
 def record_stop():

@@ -11,6 +11,7 @@ load() gives the ctypes handle, with argtypes and restype set for every function
 free() call vram_malloc / vram_free and raise the library's error, for tests and scripts.
 """
 import ctypes
+import operator
 import os
 import threading
 from pathlib import Path
@@ -28,6 +29,8 @@ ERROR_INTERNAL = 4
 class VramError(RuntimeError):
     """A call into libvram.so failed, or the library cannot be found or used. `code` is vram.h's status."""
 
+    __module__ = "vram"  # where programs find it, and tracebacks name it
+
     def __init__(self, message, code=ERROR_INTERNAL):
         super().__init__(message)
         self.code = code
@@ -35,6 +38,8 @@ class VramError(RuntimeError):
 
 class OutOfMemoryError(VramError, MemoryError):
     """The pool could not serve a request: the message says what was asked and what the pool holds."""
+
+    __module__ = "vram"
 
 
 class Stats(ctypes.Structure):
@@ -110,6 +115,9 @@ def load():
             return _lib
         tried = []
         for path, origin in candidates():
+            if path.is_dir():
+                tried.append(f"{path} ({origin}): a folder, not a file")
+                continue
             if not path.is_file():
                 tried.append(f"{path} ({origin}): no such file")
                 continue
@@ -154,15 +162,54 @@ def fail(call):
     raise VramError(f"{call} failed without a status", ERROR_INTERNAL)
 
 
+def _whole(value, what):
+    """value as an int (an int or numpy integer; not a bool, 1.5 or "1GiB"), else TypeError."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what} {value!r}: want a whole number")
+
+
+def device_index(device):
+    """A device index as the C API takes it (an int), checked here: ctypes would wrap a larger one."""
+    index = _whole(device, "device")
+    if not 0 <= index < 2**31:
+        raise ValueError(f"device {index} is out of range: want an index from 0 to vram.device_count() - 1")
+    return index
+
+
+def size_bytes(size):
+    """A size as vram_malloc and vram_free take it (an ssize_t), checked here: ctypes would wrap a larger one."""
+    n = _whole(size, "size")
+    if not 0 <= n < 2**63:
+        raise ValueError(f"size {n} is out of range: want bytes from 0 to 2**63 - 1")
+    return n
+
+
+def address(value, what):
+    """A pointer or a stream as the C API takes it (a void*: None or an int below 2**64), checked here."""
+    if value is None:
+        return None
+    n = _whole(value, what)
+    if not 0 <= n < 2**64:
+        raise ValueError(f"{what} {n} is out of range: want an address from 0 to 2**64 - 1")
+    return n
+
+
 def malloc(size, device=0, stream=None):
-    """vram_malloc: the block's address as an int (None for size 0). Raises OutOfMemoryError or VramError."""
-    ptr = load().vram_malloc(size, device, stream)
+    """vram_malloc: the block's address as an int (None for size 0). Raises OutOfMemoryError or VramError;
+    TypeError or ValueError for a size, device or stream the C API cannot take."""
+    size = size_bytes(size)
+    ptr = load().vram_malloc(size, device_index(device), address(stream, "stream"))
     if ptr is None and size != 0:
         fail("vram_malloc")
     return ptr
 
 
 def free(ptr, size, device=0, stream=None):
-    """vram_free, with size, device and stream as given to malloc(). Raises VramError for a bad free."""
-    load().vram_free(ptr, size, device, stream)
+    """vram_free, with size, device and stream as given to malloc(). Raises VramError for a bad free;
+    TypeError or ValueError for a pointer, size, device or stream the C API cannot take."""
+    load().vram_free(address(ptr, "pointer"), size_bytes(size), device_index(device), address(stream, "stream"))
     check(load().vram_last_error_code())

@@ -24,29 +24,14 @@ import warnings
 from pathlib import Path
 
 from ._library import VramError
-from . import _library
+from . import _library, _path, _settings
 # torch.cuda's memory functions do not reach a pluggable allocator: vram's own, under the same names, whose
 # device defaults to torch's current one once CUDA has started.
 from . import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,  # noqa: F401
                memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_peak_memory_stats)
 
 # The pool's settings and their variables (src/vram/pool/pool_options.hpp).
-SETTINGS = {
-    "limit": "VRAM_LIMIT",
-    "max_cached_ratio": "VRAM_MAX_CACHED_RATIO",
-    "max_handle": "VRAM_MAX_HANDLE",
-    "small_handle": "VRAM_SMALL_HANDLE",
-    "block_handles": "VRAM_BLOCK_HANDLES",
-    "burst_bytes": "VRAM_BURST_BYTES",
-    "burst_window": "VRAM_BURST_WINDOW",
-    "spare_slack": "VRAM_SPARE_SLACK",
-    "holes_below_peak": "VRAM_HOLES_BELOW_PEAK",
-    "aliasing": "VRAM_ALIASING",
-    "reserve_ratio": "VRAM_RESERVE_RATIO",
-    "thread_cache": "VRAM_THREAD_CACHE",
-    "thread_cache_bytes": "VRAM_THREAD_CACHE_BYTES",
-    "membarrier": "VRAM_MEMBARRIER",
-}
+SETTINGS = {name: variable for name, (variable, _) in _settings.SETTINGS.items()}
 
 _state = None  # what enable() did: {"settings", "record", "library", "functions", "allocator"}
 
@@ -62,20 +47,11 @@ def _torch():
 
 def settings_environment(settings):
     """The VRAM_* variables for pool settings given by name: bools as "1" / "0", numbers in decimal, strings
-    as they are ("8GiB"); the library checks the values when it makes each device's pool. TypeError for an
-    unknown name or a value of another type."""
+    as they are ("8GiB"). TypeError for an unknown name or a value of another type; ValueError naming the
+    setting for a value the library would refuse (vram._settings says which it takes)."""
     env = {}
     for name, value in settings.items():
-        if name not in SETTINGS:
-            raise TypeError(f"unknown vram setting {name!r}; the settings: {', '.join(SETTINGS)}")
-        if isinstance(value, bool):
-            text = "1" if value else "0"
-        elif isinstance(value, float) and value.is_integer():
-            text = str(int(value))  # 1e9 bytes -> "1000000000", which sizes accept
-        elif isinstance(value, (int, float, str)):
-            text = str(value)
-        else:
-            raise TypeError(f"vram setting {name}={value!r}: want an int, a float, a bool or a string")
+        text = _settings.text(name, value)  # before SETTINGS[name]: an unknown name is a TypeError
         env[SETTINGS[name]] = text
     return env
 
@@ -123,14 +99,16 @@ def enable(record=None, **settings):
     burst_bytes, burst_window, spare_slack, holes_below_peak, aliasing, reserve_ratio, thread_cache,
     thread_cache_bytes, membarrier), as ints, floats,
     bools or strings such as "8GiB"; they are set as their VRAM_* variables and apply to each device's pool
-    when it is made. An unknown name is a TypeError listing the known ones.
-    record: a path; every allocation and free is written there as a trace (vram.record_start).
+    when it is made. An unknown name is a TypeError listing the known ones; a value the library would refuse
+    is a ValueError naming the setting and the value, before anything is changed.
+    record: a path (str, bytes or os.PathLike); every allocation and free is written there as a trace
+    (vram.record_start).
     Returns a dict of what was done: settings, record, library, functions (the two names), allocator.
     A second call with the same arguments returns the same dict; with others it raises VramError, as it does
     once CUDA is initialised, without PyTorch, and for a VRAM_TORCH_LIBRARY that names no file.
     """
     global _state
-    wanted = {"settings": dict(settings), "record": None if record is None else str(record)}
+    wanted = {"settings": dict(settings), "record": None if record is None else os.fsdecode(_path(record))}
     if _state is not None:
         if {k: _state[k] for k in wanted} != wanted:
             raise VramError(f"vram.torch.enable() was already called with {_state['settings']} "
