@@ -374,12 +374,16 @@ TEST(Pool, ALargeRequestThatMissesTheCacheIsPlacedOverTheLargeBlocksItHolds) {
   pool.validate();
 }
 
-TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackForALargeRequestThatFitsElsewhere) {
-  // As above, but another thread, still alive, frees the 1 MiB block into its own cache: the main thread's
-  // 768 KiB request stops the hot path once to take it back, and is placed there.
+TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackOnlyWhenMappedMemoryCannotServe) {
+  // As above, but another thread, still alive, frees the 1 MiB block into its own cache. The main thread's
+  // 768 KiB request fits the 1.5 MiB free at the top, [e+6.5, e+8) MiB: it is placed there, and the other
+  // thread, which may want its block again at once, is not stopped. A 1 MiB request then finds 0.75 MiB
+  // free in mapped memory: the pool stops the hot path once, takes the block back, and places it there
+  // rather than map more.
   sim_device dev(quiet());
   pool_resource pool(dev, pool_options{});
-  const device_ptr a = three_blocks(pool).a;
+  const three_blocks blocks(pool);
+  const device_ptr a = blocks.a;
   std::mutex m;
   std::condition_variable cv;
   int step = 0;
@@ -396,9 +400,14 @@ TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackForALargeRequestThatFitsE
   }
   EXPECT_EQ(pool.stats().thread_cached_bytes, 1 * MiB);
   const std::uint64_t stops = pool.stats().hot_path_stops;
-  EXPECT_EQ(pool.allocate(768 * KiB), a);
+  const device_ptr x = pool.allocate(768 * KiB);
+  EXPECT_EQ(x, blocks.e + 13 * MiB / 2);
+  EXPECT_EQ(pool.stats().hot_path_stops, stops);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 1 * MiB);
+  EXPECT_EQ(pool.allocate(1 * MiB), a);
   EXPECT_EQ(pool.stats().hot_path_stops, stops + 1);
   EXPECT_EQ(pool.stats().thread_cached_bytes, 0u);
+  EXPECT_EQ(pool.reserved_bytes(), 8 * MiB);
   // A small request leaves other threads' caches alone: no stop.
   const device_ptr s = pool.allocate(4 * KiB);
   EXPECT_EQ(pool.stats().hot_path_stops, stops + 1);
@@ -409,6 +418,8 @@ TEST(Pool, LargeBlocksInAnotherThreadsCacheAreTakenBackForALargeRequestThatFitsE
   cv.notify_all();
   other.join();
   pool.deallocate(s, 4 * KiB);
+  pool.deallocate(x, 768 * KiB);
+  pool.deallocate(a, 1 * MiB);
   pool.validate();
 }
 

@@ -124,6 +124,8 @@ class pool_resource final : public memory_resource {
   /// memory. Stops the hot path only when another thread holds such blocks. pre: mutex_ held, the caller
   /// outside its cache.
   void flush_caches_locked(bool large_only = false);
+  /// @brief Only the calling thread's large blocks back into the arena: no other thread is stopped.
+  void flush_own_large_locked();
   void process_pending_locked(bool wait);
   event_id take_event_locked();
   /// Whether the work @p e marks is complete; with @p wait, waits for it (and counts the wait) when not.
