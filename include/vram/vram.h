@@ -12,6 +12,8 @@
  *  - Nothing is thrown across this boundary. Each call sets this thread's status: vram_last_error_code()
  *    reads 0 after a call that succeeded and the failing call's code after one that failed;
  *    vram_last_error() keeps the message of this thread's most recent failure until the next failure.
+ *    With VRAM_RECORD set, the library calls vram_record_start itself when it is loaded, on the loading
+ *    thread (vram_record_start, below).
  *  - No CUDA header is needed: a stream is a `void*` (a cudaStream_t / CUstream; NULL is the default
  *    stream), a device pointer is a `void*`.
  *  - All functions are thread-safe.
@@ -158,7 +160,11 @@ VRAM_API int vram_reset_peak_stats(int device);
  * vram's format (docs/trace-format.md): device 0's to @p path, device N's to @p path with ".devN" before
  * its extension ("run.vram" -> "run.dev1.vram"). Times are microseconds since the recording started.
  * The files are valid after every flush: when the buffer fills, at vram_record_stop() and at exit.
- * Setting VRAM_RECORD=path in the environment starts the same recording at the library's first call.
+ * Setting VRAM_RECORD=path in the environment starts the same recording when the library is loaded (at
+ * the program's start where it is linked in, inside dlopen where it is opened so): the library calls this
+ * function then, on the loading thread. Where that call fails, its message is written to stderr, the
+ * program runs unrecorded, and the loading thread's vram_last_error_code() reads the failure's code
+ * (VRAM_ERROR_INVALID_ARGUMENT) until that thread's next call, vram_last_error() its message.
  * @return VRAM_SUCCESS; VRAM_ERROR_INVALID_ARGUMENT when a recording is already under way, or @p path is
  *         NULL, empty, ends in ".gz" or cannot be created (the message names it and says why).
  */
@@ -196,14 +202,16 @@ VRAM_API const char* vram_device_name(int device);
 
 /**
  * @brief The status of this thread's most recent call: VRAM_SUCCESS (0) when it succeeded, else its
- * error code. Does not change the status.
+ * error code; 0 before the thread's first call, except on the thread that loaded the library when
+ * VRAM_RECORD's recording failed to start (vram_record_start). Does not change the status.
  */
 VRAM_API int vram_last_error_code(void);
 
 /**
- * @brief The message of this thread's most recent failing call ("" when none has failed), e.g. the pool's
- * out-of-memory message with what was asked, what the pool holds and what to try. A call that succeeds
- * leaves it in place; the string stays valid until the next failing call on this thread.
+ * @brief The message of this thread's most recent failing call, e.g. the pool's out-of-memory message with
+ * what was asked, what the pool holds and what to try; "" when none has failed (on the thread that loaded
+ * the library, VRAM_RECORD's failed start counts as one). A call that succeeds leaves it in place; the
+ * string stays valid until the next failing call on this thread.
  */
 VRAM_API const char* vram_last_error(void);
 
