@@ -541,7 +541,7 @@ TEST(Cli, BadArgumentsAndInputNameTheProblem) {
   expect(run("bench --device sim --sizes 512,4K,512"), 2, "size '512' in '512,4K,512' is there twice");
   expect(run("bench --device sim --threads 2,1,1"), 2, "thread count '1' in '2,1,1' is there twice");
   for (const char* option : {"--sizes", "--threads", "--json-file"})
-    expect(run(std::string("bench --device sim ") + option + " ''"), 2, std::string(option) + " was given no value");
+    expect(run(std::string("bench --device sim ") + option + " ''"), 2, std::string(option) + ": was given no value");
   // A size the device cannot hold fails for every allocator: the rows say why, and the run is not a success.
   const outcome failed = run("bench --device sim --sizes 16TiB --threads 1 --seconds 0.01 --repeat 1");
   EXPECT_EQ(failed.code, 1);
@@ -882,7 +882,7 @@ TEST(Cli, ProbeCostsRefusesAFileItCannotWriteBeforeMeasuring) {
   for (const char* option : {"--costs", "--snapshot", "--step"}) {
     const outcome empty = run(std::string("probe ") + option + " ''");
     EXPECT_EQ(empty.code, 2) << option;
-    EXPECT_THAT(empty.out, ::testing::HasSubstr(std::string("probe: ") + option + " was given no value"));
+    EXPECT_THAT(empty.out, ::testing::HasSubstr(std::string(option) + ": was given no value (vram probe --help)"));
   }
   for (const char* step : {"0", "4MiB"}) {
     const outcome o = run(std::string("probe --device sim:2MiB --step ") + step);

@@ -101,8 +101,10 @@ void add_bench_command(CLI::App& app) {
                                           "host's or the driver's allocators");
   cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
   cmd->add_option("--sizes", a->sizes,
-                  "Block sizes, comma-separated, e.g. 512,4K,64K,1M (default sim: 512 B to 64 MiB; GPU: to 1 GiB)");
-  cmd->add_option("--threads", a->threads, "Thread counts, comma-separated (default sim: 1,2; GPU: 1,4,16)");
+                  "Block sizes, comma-separated, e.g. 512,4K,64K,1M (default sim: 512 B to 64 MiB; GPU: to 1 GiB)")
+      ->check(given_a_value);
+  cmd->add_option("--threads", a->threads, "Thread counts, comma-separated (default sim: 1,2; GPU: 1,4,16)")
+      ->check(given_a_value);
   cmd->add_option("--seconds", a->seconds, "Time per cell, after warm-up")->capture_default_str();
   cmd->add_option("--pairs", a->pairs, "Also stop a thread after this many pairs per cell (0: time alone)")
       ->check(whole_number)
@@ -111,14 +113,8 @@ void add_bench_command(CLI::App& app) {
                                  fmt::format("Runs of every cell, in turn, the median kept, 1 to {} (default sim: 3; "
                                              "GPU: 1)", measure::max_repeat));
   cmd->add_flag("--json", a->json, "Print a JSON object");
-  cmd->add_option("--json-file", a->json_file, "Also write the JSON object to this file");
-  cmd->callback([a, cmd, repeat] {
-    // A value given empty is refused rather than taken for the default.
-    for (const char* name : {"--sizes", "--threads", "--json-file"}) {
-      const CLI::Option* o = cmd->get_option(name);
-      if (o->count() > 0 && o->as<std::string>().empty())
-        throw usage_error(fmt::format("bench: {} was given no value", name));
-    }
+  cmd->add_option("--json-file", a->json_file, "Also write the JSON object to this file")->check(given_a_value);
+  cmd->callback([a, repeat] {
     if (repeat->count() > 0 && a->repeat == 0)
       throw usage_error(fmt::format("bad --repeat 0: from 1 to {}", measure::max_repeat));
     run_bench_command(*a);

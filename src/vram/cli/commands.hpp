@@ -22,6 +22,11 @@ void add_bench_command(CLI::App& app);
 void add_record_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 
+/// @brief For an option whose absence means a default: given empty ("--sizes ''"), it is refused rather than
+/// taken for absent.
+inline const CLI::Validator given_a_value{
+    [](std::string& s) -> std::string { return s.empty() ? "was given no value" : ""; }, "", "given_a_value"};
+
 /// @brief For an option read into a std::uint64_t (a seed): digits only, and within 64 bits. CLI11 alone
 /// would read "-1", or a number past 2^64 - 1, as 2^64 - 1 without a word.
 inline const CLI::Validator whole_number{[](std::string& s) -> std::string {

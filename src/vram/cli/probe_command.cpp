@@ -173,12 +173,15 @@ void add_probe_command(CLI::App& app) {
   auto a = std::make_shared<probe_args>();
   auto* cmd = app.add_subcommand("probe", "Find how much memory can be allocated now, in one block and in all");
   auto* device = cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
-  auto* snapshot = cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device");
+  auto* snapshot = cmd->add_option("--snapshot", a->snapshot, "Read a vram pool snapshot (JSON) instead of probing a device")
+                       ->check(given_a_value);
   device->excludes(snapshot);
   auto* step = cmd->add_option("--step", a->step, "Unit of the binary search (default: the device's granularity), e.g. 2MiB")
+                   ->check(given_a_value)
                    ->excludes(snapshot);
   auto* costs = cmd->add_option("--costs", a->costs, "Measure every driver call's cost by size and write the cost "
                                                    "model to FILE.json (for --device sim:costs=FILE.json)")
+                    ->check(given_a_value)
                     ->excludes(snapshot);
   cmd->add_option("--rounds", a->rounds, "With --costs: calls of each kind at each size (the median is kept)")
       ->check(CLI::Range(1u, 1000u))
@@ -189,15 +192,7 @@ void add_probe_command(CLI::App& app) {
       ->excludes(costs);
   step->excludes(costs);
   cmd->add_flag("--json", a->json, "Print a JSON object");
-  cmd->callback([a, cmd] {
-    // A value given empty is refused rather than taken for "not given".
-    for (const char* name : {"--snapshot", "--costs", "--step"}) {
-      const CLI::Option* o = cmd->get_option(name);
-      if (o->count() > 0 && o->as<std::string>().empty())
-        throw usage_error(fmt::format("probe: {} was given no value", name));
-    }
-    run_probe(*a);
-  });
+  cmd->callback([a] { run_probe(*a); });
 }
 
 }  // namespace vram::cli
