@@ -4,6 +4,8 @@
 // BM_vram_varied_large is the pool's slow path instead: each thread holds up to 16 blocks of eight sizes
 // from 512 KiB to 8 MiB and allocates or frees one at random (seeded per thread), so most requests miss the
 // thread's cache and large blocks move between caches and the arena; one iteration is one call.
+// BM_vram_pair_many_threads is BM_vram_pair on 16 threads of one fresh pool, with the pool's hot-path stops
+// while it ran (counter `stops`): each thread's block, cycled in its own cache, should make none.
 // The allocator of a benchmark is made once, on first use, and shared by its threads, as in `vram bench`;
 // each thread warms its own worker up before timing starts.
 #include <benchmark/benchmark.h>
@@ -76,6 +78,26 @@ void BM_vram_varied_large(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void BM_vram_pair_many_threads(benchmark::State& state) {
+  static vram::sim_device dev;
+  static std::unique_ptr<vram::pool_resource> pool;
+  static std::uint64_t stops_before = 0;
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  if (state.thread_index() == 0) {
+    pool = std::make_unique<vram::pool_resource>(dev);  // the threads wait for thread 0 before the loop
+    stops_before = pool->stats().hot_path_stops;
+  }
+  for (auto _ : state) {
+    const vram::device_ptr p = pool->allocate(bytes);
+    pool->deallocate(p, bytes);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(vram::measure::size_label(bytes));
+  if (state.thread_index() == 0) {
+    state.counters["stops"] = static_cast<double>(pool->stats().hot_path_stops - stops_before);
+  }
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t s : {std::int64_t{512}, std::int64_t{4} << 10, std::int64_t{64} << 10, std::int64_t{1} << 20,
                          std::int64_t{8} << 20, std::int64_t{64} << 20}) {
@@ -89,3 +111,4 @@ void sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_vram_pair)->Apply(sizes);
 BENCHMARK(BM_glibc_pair)->Apply(sizes);
 BENCHMARK(BM_vram_varied_large)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_vram_pair_many_threads)->Arg(64 << 10)->Arg(1 << 20)->Threads(16)->UseRealTime();
