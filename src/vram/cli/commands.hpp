@@ -39,13 +39,13 @@ inline const CLI::Validator whole_number{[](std::string& s) -> std::string {
                                          },
                                          ""};
 
-/// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
-/// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().
 /// @brief --device's help where a command takes the GPU or the simulated device in any of its forms.
 inline constexpr const char* device_help =
     "auto, sim, sim:CAPACITY (e.g. sim:80GiB), with ,costs=lent or ,costs=FILE.json (a card's own costs) and "
     ",lag=5ms (a device behind the host) after sim or its capacity, cuda or cuda:N";
 
+/// @brief The exit status a command asks for after it ran to the end: 0, or 3 when `replay` saw allocations
+/// fail (docs/cli.md, "Exit status"). Errors that stop a command are exceptions, handled in main().
 inline int finished_status = 0;
 /// @brief The status `replay` ends with when an allocation failed.
 inline constexpr int status_allocations_failed = 3;

@@ -164,7 +164,7 @@ device_ptr pool_resource::do_allocate(std::size_t bytes, stream_id stream) {
   // back only when mapped memory cannot serve the request (allocate_locked): taking them at every large miss
   // made each miss empty the others' caches, whose next requests missed in turn, a cascade of stops that
   // kept 16 threads allocating 1 MiB blocks off the CPU most of the time.
-  if (rounded > small_max) flush_own_large_locked();
+  if (rounded > small_max) flush_caches_locked(/*large_only=*/true, /*others=*/false);
   const device_ptr p = allocate_locked(rounded, stream);
   if (p == 0) {
     ++stats_.failed_allocations;
@@ -361,23 +361,15 @@ void pool_resource::note_stream_locked(stream_id stream) {
   for (auto e : first_streams_) device_->stream_wait_event(stream, e);
 }
 
-void pool_resource::flush_own_large_locked() {
-  detail::thread_cache* mine = my_cache_if_any();
-  if (mine == nullptr) return;
-  std::vector<detail::cache_entry> out;
-  mine->drain_large(out);  // this thread's own: it is not in the hot path now
-  for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
-}
-
-void pool_resource::flush_caches_locked(bool large_only) {
+void pool_resource::flush_caches_locked(bool large_only, bool others) {
   std::vector<detail::cache_entry> out;
   auto drain = [&](detail::thread_cache& c) { large_only ? c.drain_large(out) : c.drain(out); };
   detail::thread_cache* mine = my_cache_if_any();
   if (mine != nullptr) drain(*mine);  // this thread's own: it is not in the hot path now
-  bool others = false;
+  bool held = false;  // by another thread: only then is the hot path stopped
   for (const auto& c : caches_)
-    others = others || (c.get() != mine && (large_only ? c->large_bytes() : c->cached_bytes()) > 0);
-  if (others) {
+    held = held || (others && c.get() != mine && (large_only ? c->large_bytes() : c->cached_bytes()) > 0);
+  if (held) {
     with_threads_stopped_locked([&] {
       for (auto& c : caches_)
         if (c.get() != mine) drain(*c);

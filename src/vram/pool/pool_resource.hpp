@@ -119,13 +119,11 @@ class pool_resource final : public memory_resource {
   device_ptr allocate_locked(std::size_t rounded, stream_id stream);
   void release_locked(device_ptr p, std::size_t rounded, stream_id stream, std::vector<stream_id> extra = {});
   void note_stream_locked(stream_id stream);
-  /// Gives the blocks that threads' caches keep back to the arena (or pending); with @p large_only, only their
-  /// large blocks, so that a large request that missed the caller's cache is placed by best fit over all free
-  /// memory. Stops the hot path only when another thread holds such blocks. pre: mutex_ held, the caller
-  /// outside its cache.
-  void flush_caches_locked(bool large_only = false);
-  /// @brief Only the calling thread's large blocks back into the arena: no other thread is stopped.
-  void flush_own_large_locked();
+  /// Gives the blocks that threads' caches keep back to the arena (or pending): the caller's own, and with
+  /// @p others every other thread's; with @p large_only, only large blocks, so that a large request that
+  /// missed the caller's cache is placed by best fit over them. Stops the hot path only when another thread's
+  /// blocks are taken and it holds some. pre: mutex_ held, the caller outside its cache.
+  void flush_caches_locked(bool large_only = false, bool others = true);
   void process_pending_locked(bool wait);
   event_id take_event_locked();
   /// Whether the work @p e marks is complete; with @p wait, waits for it (and counts the wait) when not.

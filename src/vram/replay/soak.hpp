@@ -71,13 +71,13 @@ struct soak_report {
   std::vector<soak_policy_result> results;
 };
 
-/// @brief Checks the options: hours above 0 and at most max_workload_hours, headroom from 1 to
-/// max_soak_headroom, known policies.
-/// @throws usage_error naming the bad value.
 /// The largest --headroom: the device is at most this many times the workload's peak live bytes (a device far
 /// larger only tells that every allocator fits, and past simulated devices' largest size none can be made).
 inline constexpr double max_soak_headroom = 100.0;
 
+/// @brief Checks the options: hours above 0 and at most max_workload_hours, headroom from 1 to
+/// max_soak_headroom, known policies.
+/// @throws usage_error naming the bad value.
 void check_soak_options(const soak_options& options);
 
 /// @brief Runs the soak (see the top of this file). @throws usage_error for bad options (check_soak_options).
