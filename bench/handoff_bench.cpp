@@ -14,7 +14,8 @@
 // Allocators: vram; vram without its per-thread caches (thread_cache=0, VRAM_THREAD_CACHE=0); and the
 // emulation of PyTorch's caching allocator, which has no lock of its own (the threads never overlap here, the
 // handover orders them), for the cost of moving the same work between threads with no thread cache at all.
-// Counters, per replayed step: calls, hot_path_stops (vram's count), handovers; items/s are calls per second.
+// Counters, per replayed step: calls, hot_path_stops (vram's count), handovers; items/s are calls per second;
+// reserved_mib, what the allocator holds after the last replay.
 // Compare two_threads with one_thread of the same allocator, in one run.
 #include <benchmark/benchmark.h>
 
@@ -38,6 +39,7 @@ struct call {
   std::uint32_t slot;  // where the replay keeps the block: one per live block, reused once it is freed
   bool alloc;
   std::uint64_t size;  // bytes, for an allocation and its free
+  std::int64_t time_us;  // when the recording made it
 };
 
 struct phased_trace {
@@ -45,6 +47,7 @@ struct phased_trace {
   std::vector<std::size_t> cuts;  // calls[cuts[i]] starts phase i + 1; even phases on the first thread
   std::size_t steps = 0;          // backward passes
   std::size_t slots = 0;
+  std::int64_t span_us = 0;  // from the first call to the last
 };
 
 // The recording cut into phases, as described at the top.
@@ -64,12 +67,12 @@ const phased_trace& cnn_train() {
         if (free_slots.empty()) ++p.slots;
         else slot = free_slots.back(), free_slots.pop_back();
         by_address[e.addr] = {slot, false, e.size};
-        p.calls.push_back({slot, true, e.size});
+        p.calls.push_back({slot, true, e.size, e.time_us});
         live += static_cast<std::int64_t>(e.size);
       } else if (e.action == vram::trace_action::free_requested) {
         const auto it = by_address.find(e.addr);
         if (it == by_address.end()) continue;
-        p.calls.push_back(it->second);
+        p.calls.push_back({it->second.slot, false, it->second.size, e.time_us});
         free_slots.push_back(it->second.slot);
         live -= static_cast<std::int64_t>(it->second.size);
         by_address.erase(it);
@@ -97,6 +100,7 @@ const phased_trace& cnn_train() {
       p.cuts.push_back(i < n ? i + 1 : n);
       ++p.steps;
     }
+    if (!p.calls.empty()) p.span_us = p.calls.back().time_us - p.calls.front().time_us;
     return p;
   }();
   return t;
@@ -110,11 +114,15 @@ struct replayer {
   std::unique_ptr<vram::memory_resource> resource;
   vram::memory_resource& pool;
   std::vector<std::pair<vram::device_ptr, std::uint64_t>> live;  // by slot: the block and its size, or 0
+  std::int64_t start_us = 0;  // the device's time of the current replay's first call
 
+  // The device's time is the recording's, as in a replay (each whole replay after the last), so the pool
+  // sees the pace of the program, not that of this loop.
   void run(const phased_trace& t, std::size_t from, std::size_t to) {
     if (live.size() < t.slots) live.resize(t.slots, {0, 0});
     for (std::size_t k = from; k < to; ++k) {
       const call& c = t.calls[k];
+      dev.set_time((start_us + c.time_us - t.calls.front().time_us) * 1000);
       if (c.alloc) {
         live[c.slot] = {pool.allocate(c.size), c.size};
       } else {
@@ -123,9 +131,10 @@ struct replayer {
       }
     }
   }
-  void free_all() {
+  void free_all(const phased_trace& t) {
     for (auto& [p, size] : live)
       if (p != 0) pool.deallocate(p, size), p = 0;
+    start_us += t.span_us + 1000;
   }
 };
 
@@ -135,13 +144,15 @@ std::uint64_t stops_of(const vram::memory_resource& r) {
   return 0;
 }
 
-void set_counters(benchmark::State& state, const phased_trace& t, std::uint64_t stops, std::uint64_t handovers) {
+void set_counters(benchmark::State& state, const phased_trace& t, std::uint64_t stops, std::uint64_t handovers,
+                  const vram::memory_resource& pool) {
   const double replays = static_cast<double>(state.iterations());
   const double steps = replays * static_cast<double>(t.steps);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * t.calls.size()));
   state.counters["calls_per_step"] = static_cast<double>(t.calls.size()) / static_cast<double>(t.steps);
   state.counters["stops_per_step"] = static_cast<double>(stops) / steps;
   state.counters["handovers_per_step"] = static_cast<double>(handovers) / steps;
+  state.counters["reserved_mib"] = static_cast<double>(pool.reserved_bytes()) / static_cast<double>(1 << 20);
 }
 
 void BM_cnn_train_one_thread(benchmark::State& state, const char* policy) {
@@ -149,13 +160,13 @@ void BM_cnn_train_one_thread(benchmark::State& state, const char* policy) {
   if (t.steps == 0) return state.SkipWithError("no examples/traces/cnn_train.vram.gz");
   replayer r(policy);
   r.run(t, 0, t.calls.size());  // warm-up: the pool grows to the working set
-  r.free_all();
+  r.free_all(t);
   const std::uint64_t stops0 = stops_of(r.pool);
   for (auto _ : state) {
     r.run(t, 0, t.calls.size());
-    r.free_all();
+    r.free_all(t);
   }
-  set_counters(state, t, stops_of(r.pool) - stops0, 0);
+  set_counters(state, t, stops_of(r.pool) - stops0, 0, r.pool);
 }
 
 void BM_cnn_train_two_threads(benchmark::State& state, const char* policy) {
@@ -190,7 +201,7 @@ void BM_cnn_train_two_threads(benchmark::State& state, const char* policy) {
         while (turn.load(std::memory_order_acquire) != k + 1) std::this_thread::yield();
       }
     }
-    r.free_all();
+    r.free_all(t);
   };
   replay_once();  // warm-up
   const std::uint64_t stops0 = stops_of(r.pool);
@@ -199,7 +210,8 @@ void BM_cnn_train_two_threads(benchmark::State& state, const char* policy) {
   turn.store(-1, std::memory_order_release);
   autograd.join();
   // Two handovers for each phase of the second thread's.
-  set_counters(state, t, stops, static_cast<std::uint64_t>(state.iterations()) * static_cast<std::uint64_t>(phases / 2) * 2);
+  set_counters(state, t, stops, static_cast<std::uint64_t>(state.iterations()) * static_cast<std::uint64_t>(phases / 2) * 2,
+               r.pool);
 }
 
 }  // namespace

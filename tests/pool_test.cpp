@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <random>
 #include <mutex>
 #include <set>
@@ -464,6 +465,108 @@ TEST(Pool, BlocksInAnotherLiveThreadsCacheServeARequestWhenMemoryRunsOut) {
   other.join();
   pool.deallocate(mine, 6 * MiB);
   pool.validate();
+}
+
+// A thread that runs what it is given, one call at a time, and keeps its thread cache between calls.
+class second_thread {
+ public:
+  second_thread() : t_([this] { loop(); }) {}
+  ~second_thread() {
+    run({});
+    t_.join();
+  }
+  /// Runs @p fn there and waits for it; an empty one ends the thread.
+  void run(std::function<void()> fn) {
+    std::unique_lock lock(m_);
+    job_ = std::move(fn);
+    pending_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !pending_; });
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return pending_; });
+      const bool last = !job_;
+      if (job_) job_();
+      pending_ = false;
+      cv_.notify_all();
+      if (last) return;
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool pending_ = false;
+  std::thread t_;
+};
+
+// Two threads pass an 8 MiB block between them: the other thread frees it into its cache, the main thread
+// misses its own, finds no mapped memory free and takes the block back (one stop). The other thread then
+// grows the pool by 8 MiB and caches that block too, and the main thread asks for a second 8 MiB block: a
+// second take-back so soon means the threads hold more blocks than the pool has.
+struct take_back_run {
+  std::uint64_t stops = 0;  // during the second request
+  std::uint64_t growths_instead = 0;
+  std::size_t reserved = 0;
+  bool second_took_theirs = false;
+};
+take_back_run second_take_back(std::size_t ballast, std::int64_t gap_ns) {
+  sim_device dev(quiet());
+  pool_resource pool(dev, pool_options{});
+  const device_ptr b = ballast != 0 ? pool.allocate(ballast) : 0;
+  second_thread other;
+  device_ptr t1 = 0, t2 = 0;
+  other.run([&] {
+    t1 = pool.allocate(8 * MiB);
+    pool.deallocate(t1, 8 * MiB);
+  });
+  dev.set_time(5'000'000);
+  const std::uint64_t stops0 = pool.stats().hot_path_stops;
+  const device_ptr m1 = pool.allocate(8 * MiB);
+  EXPECT_EQ(m1, t1);
+  EXPECT_EQ(pool.stats().hot_path_stops, stops0 + 1);  // the first take-back
+  EXPECT_EQ(pool.stats().take_back_growths, 0u);
+  other.run([&] {
+    t2 = pool.allocate(8 * MiB);  // nothing cached anywhere: the pool grows
+    pool.deallocate(t2, 8 * MiB);
+  });
+  EXPECT_EQ(pool.reserved_bytes(), ballast + 16 * MiB);
+  EXPECT_EQ(pool.stats().thread_cached_bytes, 8 * MiB);
+  dev.set_time(5'000'000 + gap_ns);
+  const std::uint64_t stops1 = pool.stats().hot_path_stops;
+  const device_ptr m2 = pool.allocate(8 * MiB);
+  take_back_run r{pool.stats().hot_path_stops - stops1, pool.stats().take_back_growths, pool.reserved_bytes(), m2 == t2};
+  pool.deallocate(m2, 8 * MiB);
+  pool.deallocate(m1, 8 * MiB);
+  if (b != 0) pool.deallocate(b, ballast);
+  pool.validate();
+  return r;
+}
+
+TEST(Pool, ASecondTakeBackWithinAMillisecondGrowsThePoolInsteadUnderItsReserveBound) {
+  // With 64 MiB live beside them, the peak of the bytes in blocks is 64 + 8 + 8 = 80 MiB and the reserve
+  // bound 1.12 x 80 = 89.6 MiB: growing to 88 MiB fits under it. Half a millisecond after the first take-back,
+  // the pool grows instead of stopping the threads again, and the other thread keeps its block.
+  const take_back_run soon = second_take_back(64 * MiB, 500'000);
+  EXPECT_EQ(soon.stops, 0u);
+  EXPECT_EQ(soon.growths_instead, 1u);
+  EXPECT_EQ(soon.reserved, 88 * MiB);
+  EXPECT_FALSE(soon.second_took_theirs);
+  // Two milliseconds later, the take-backs are far apart: the block is taken back as before (one stop).
+  const take_back_run later = second_take_back(64 * MiB, 2'000'000);
+  EXPECT_EQ(later.stops, 1u);
+  EXPECT_EQ(later.growths_instead, 0u);
+  EXPECT_EQ(later.reserved, 80 * MiB);
+  EXPECT_TRUE(later.second_took_theirs);
+  // Without the 64 MiB the peak is 16 MiB, and 24 MiB is above 1.12 x 16 = 17.92 MiB: taken back, however soon.
+  const take_back_run bound = second_take_back(0, 500'000);
+  EXPECT_EQ(bound.stops, 1u);
+  EXPECT_EQ(bound.growths_instead, 0u);
+  EXPECT_EQ(bound.reserved, 16 * MiB);
+  EXPECT_TRUE(bound.second_took_theirs);
 }
 
 TEST(Pool, TheBlockTableGrowsWithoutLosingAState) {

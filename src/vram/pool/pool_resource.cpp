@@ -204,8 +204,21 @@ device_ptr pool_resource::allocate_locked(std::size_t rounded, stream_id stream)
   }
   device_ptr p = arena_.allocate_mapped(rounded, 512, zone);
   if (p == 0) {
-    flush_caches_locked();  // blocks kept by threads may fit before anything is mapped
-    p = arena_.allocate_mapped(rounded, 512, zone);
+    // Blocks kept by threads may fit before anything is mapped. Taking them back stops every thread, and
+    // when one take-back follows another within the window, the threads are passing too few blocks around
+    // (16 threads cycling one block each in a pool of 14 stopped the hot path thousands of times a second):
+    // growth under the reserve bound gives them their own, once.
+    const std::int64_t now = device_->now_ns();
+    if (now - last_take_back_ns_ < take_back_window_ns && others_cache_locked() &&
+        static_cast<double>(arena_.reserved() + rounded) <=
+            options_.reserve_ratio * static_cast<double>(stats_.peak_allocated_bytes)) {
+      p = arena_.allocate(rounded, 512, zone);
+      if (p != 0) ++stats_.take_back_growths;
+    }
+    if (p == 0) {
+      if (flush_caches_locked()) last_take_back_ns_ = now;
+      p = arena_.allocate_mapped(rounded, 512, zone);
+    }
   }
   if (p == 0) p = arena_.allocate(rounded, 512, zone);
   if (p == 0 && !pending_.empty()) {
@@ -361,7 +374,14 @@ void pool_resource::note_stream_locked(stream_id stream) {
   for (auto e : first_streams_) device_->stream_wait_event(stream, e);
 }
 
-void pool_resource::flush_caches_locked(bool large_only, bool others) {
+bool pool_resource::others_cache_locked() const noexcept {
+  const detail::thread_cache* mine = my_cache_if_any();
+  for (const auto& c : caches_)
+    if (c.get() != mine && c->cached_bytes() > 0) return true;
+  return false;
+}
+
+bool pool_resource::flush_caches_locked(bool large_only, bool others) {
   std::vector<detail::cache_entry> out;
   auto drain = [&](detail::thread_cache& c) { large_only ? c.drain_large(out) : c.drain(out); };
   detail::thread_cache* mine = my_cache_if_any();
@@ -376,6 +396,7 @@ void pool_resource::flush_caches_locked(bool large_only, bool others) {
     });
   }
   for (const auto& e : out) release_locked(e.ptr, e.size, e.stream);
+  return held;
 }
 
 void pool_resource::sync_mirrors_locked() {
@@ -468,7 +489,8 @@ std::vector<std::pair<std::string, std::uint64_t>> pool_resource::counters() con
           {"last_resort_growths", a.last_resort_growths},
           {"unmaps_deferred", a.unmaps_deferred},
           {"hot_path_stops", s.hot_path_stops},
-          {"host_waits", s.host_waits}};
+          {"host_waits", s.host_waits},
+          {"take_back_growths", s.take_back_growths}};
 }
 
 void pool_resource::reset_peak_stats() {

@@ -57,6 +57,9 @@ struct pool_stats {
   std::uint64_t allocations = 0, frees = 0, failed_allocations = 0;
   std::uint64_t hot_path_stops = 0;  // times every thread was held out of the hot path (flushes, table growth)
   std::uint64_t host_waits = 0;      // times the host waited for the device (out-of-memory recovery, trim)
+  // growths made in place of taking other threads' cached blocks back, as the last take-back was less than
+  // take_back_window_ns ago and the growth keeps under reserve_ratio x the peak of the bytes in blocks
+  std::uint64_t take_back_growths = 0;
   detail::arena_counters arena;
 };
 
@@ -67,6 +70,10 @@ class pool_resource final : public memory_resource {
   /// Larger requests up to this size go to the small zone (zone 1), the rest to the large zone (zone 2),
   /// where they share granules with the ends of large blocks (docs/pool.md: 256 KiB against 1 MiB).
   static constexpr std::size_t small_max = std::size_t{256} << 10;
+  /// A request that finds mapped memory only in other threads' caches takes it back, which stops every
+  /// thread; when the last such take-back was less than this long ago (the device's time), the threads
+  /// together hold more blocks than the pool has, and it grows instead, under its reserve bound.
+  static constexpr std::int64_t take_back_window_ns = 1'000'000;
 
   explicit pool_resource(device& dev, pool_options options = pool_options::from_environment());
   ~pool_resource() override;
@@ -123,7 +130,10 @@ class pool_resource final : public memory_resource {
   /// @p others every other thread's; with @p large_only, only large blocks, so that a large request that
   /// missed the caller's cache is placed by best fit over them. Stops the hot path only when another thread's
   /// blocks are taken and it holds some. pre: mutex_ held, the caller outside its cache.
-  void flush_caches_locked(bool large_only = false, bool others = true);
+  /// Returns whether another thread's blocks were taken (the hot path was stopped).
+  bool flush_caches_locked(bool large_only = false, bool others = true);
+  /// Whether another thread's cache holds a block. pre: mutex_ held.
+  bool others_cache_locked() const noexcept;
   void process_pending_locked(bool wait);
   event_id take_event_locked();
   /// Whether the work @p e marks is complete; with @p wait, waits for it (and counts the wait) when not.
@@ -158,6 +168,7 @@ class pool_resource final : public memory_resource {
   std::vector<event_id> first_streams_;    // recorded when a second stream appeared: later streams wait for them
   std::vector<pending_free> pending_;
   std::size_t pending_bytes_ = 0;
+  std::int64_t last_take_back_ns_ = INT64_MIN / 4;  // the device's time of the last take-back from other threads
   std::vector<event_id> spare_events_;
   std::unordered_map<device_ptr, std::vector<stream_id>> recorded_;  // record_stream() of live blocks
   std::atomic<std::size_t> recorded_count_{0};
