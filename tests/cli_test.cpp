@@ -448,6 +448,23 @@ TEST(Cli, BenchWritesItsJsonFileOnceTheRunIsDoneAndSaysABadPathBeforeIt) {
   EXPECT_EQ(j.at("rows").size(), 2U) << j.dump();  // vram and malloc
 }
 
+TEST(Cli, BenchOnTheDeviceFoundSaysWhichOnce) {
+  // "running on the simulated device (...)" without a GPU, "running on <the GPU>" with one: in the table's
+  // notes, not also on standard error; with --json, on standard error and in the JSON's notes.
+  auto count = [](const std::string& text, const std::string& words) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(words); at != std::string::npos; at = text.find(words, at + 1)) ++n;
+    return n;
+  };
+  const std::string cell = "bench --device auto --sizes 4K --threads 1 --seconds 0.001 --repeat 1";
+  outcome o = run(cell);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(count(o.out, "running on "), 1u) << o.out;
+  o = run(cell + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(count(o.out, "running on "), 2u) << o.out;
+}
+
 TEST(Cli, FitFindsTheSmallestDevice) {
   const auto path = write_file("small.csv", small_trace);
   // Lower end: the largest 2 MiB multiple below 6 MiB live is 4 MiB; upper end: the 8 MiB the device used.
@@ -587,8 +604,10 @@ TEST(Cli, NumbersOutOfRangeAndParseErrorsAreOneLineAndExit2) {
            "vram: --seed: '18446744073709551616': want a whole number from 0 to 18446744073709551615 (vram "
            "simulate --help)");
   one_line(run("simulate inference"), "vram: --output is required (vram simulate --help)");
-  one_line(run("replay " + path + " --nosuch"), "vram: The following argument was not expected: --nosuch (vram "
-                                                "replay --help)");
+  one_line(run("replay " + path + " --nosuch"), "vram: arguments not expected: --nosuch (vram replay --help)");
+  // In the order they were typed (CLI11 names them last first).
+  one_line(run("soak --device sim:80GiB"), "vram: arguments not expected: --device sim:80GiB (vram soak --help)");
+  one_line(run("info one two"), "vram: arguments not expected: one two (vram info --help)");
   // A setting is checked before the device opens: no line about which device is in use comes first.
   one_line(run("replay " + path + " --policy vram:block_handles=abc"),
            "vram: vram pool setting block_handles: 'abc': want a whole number from 0 to 1024");

@@ -68,7 +68,9 @@ void run_bench_command(const bench_args& a) {
   o.check();  // before opening a GPU
 
   const device_choice choice = open_device(parse_device_spec(a.device));
-  if (!choice.note.empty()) std::cerr << choice.note << '\n';
+  // The table ends with the note among its own; JSON on standard output carries it too, and the terminal
+  // hears of it here.
+  if (!choice.note.empty() && a.json) std::cerr << choice.note << '\n';
   const measure::bench_plan plan = measure::plan_for(*choice.dev, o);
   // Checked before the run, so a bad path costs no run; written after it, so a refused plan or a failed run
   // leaves the file that was there.

@@ -78,6 +78,18 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extra arguments last first; name them as they were typed.
+    std::string command, extras;
+    std::vector<std::string> rest = app.remaining();
+    for (const auto* sub : app.get_subcommands()) {
+      command = " " + sub->get_name();
+      rest = sub->remaining();
+    }
+    for (const auto& a : rest) extras += (extras.empty() ? "" : " ") + a;
+    std::fprintf(stderr, "vram: arguments not expected: %s (vram%s --help)\n", extras.empty() ? e.what() : extras.c_str(),
+                 command.c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     // Help and --version are CLI11's to print. Any other parse error is a bad argument: one line, as every
     // error here, naming the command whose --help lists the options, and the 2 of every bad argument.
