@@ -423,6 +423,49 @@ TEST(Cli, ReportWritesOnePageAndSaysTheFailureInWords) {
   EXPECT_EQ(o.code, 1);
 }
 
+TEST(Cli, ReportAPageNamedAsOneOfItsTracesIsRefusedAndTheTraceKept) {
+  // Before, the trace was read, replayed and then replaced by the page (exit 0), its rows lost.
+  const std::filesystem::path trace = write_file("small.csv", small_trace);
+  const outcome same = run("report " + trace.string() + " --no-fit --no-curve -o " + trace.string());
+  EXPECT_EQ(same.code, 2) << same.out;
+  EXPECT_EQ(same.out, "vram: bad --output " + trace.string() + ": it is the trace " + trace.string() +
+                          ", which the page would replace\n");
+  // Another spelling of the same file, and the trace second of two.
+  const std::string other = (trace.parent_path() / "." / "small.csv").string();
+  const outcome spelled = run("report " + trace.string() + " " + trace.string() + " --no-fit --no-curve -o " + other);
+  EXPECT_EQ(spelled.code, 2) << spelled.out;
+  std::ifstream in(trace);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), small_trace);
+}
+
+TEST(Cli, ReportAnEmptyOutputIsABadArgumentSaidBeforeTheReplays) {
+  // Before: the replays ran, then "vram: : cannot write: No such file or directory" and exit 1.
+  const outcome o = run("report " + write_file("small.csv", small_trace) + " -o ''");
+  EXPECT_EQ(o.code, 2) << o.out;
+  EXPECT_EQ(o.out, "vram: bad --output '': the page needs a file name\n");
+}
+
+TEST(Cli, ReportAPolicyNamedTwiceIsRefused) {
+  // Before: two lines named "vram reserved", and a failure under vram compared with vram itself.
+  const auto trace = write_file("small.csv", small_trace);
+  const std::string page = (test_dir() / "r.html").string();
+  const outcome twice = run("report " + trace + " --policy vram,torch-native,vram -o " + page);
+  EXPECT_EQ(twice.code, 2) << twice.out;
+  EXPECT_EQ(twice.out, "vram: bad --policy vram,torch-native,vram: it names vram twice (settings make another "
+                       "policy: vram:NAME=VALUE)\n");
+  EXPECT_FALSE(std::filesystem::exists(page));
+  // The same policy with settings is another policy.
+  const outcome settings = run("report " + trace + " --policy vram,vram:small_handle=2MiB --no-fit --no-curve -o " + page);
+  EXPECT_EQ(settings.code, 0) << settings.out;
+}
+
+TEST(Cli, ReportAnInfiniteAtIsABadArgument) {
+  // Before: accepted, and drawn at the last row labelled "at inf h".
+  const outcome o = run("report " + write_file("small.csv", small_trace) + " --at inf -o " + (test_dir() / "r.html").string());
+  EXPECT_EQ(o.code, 2) << o.out;
+  EXPECT_EQ(o.out, "vram: bad --at inf: seconds from the trace's start, a finite number 0 or more\n");
+}
+
 TEST(Cli, BenchWritesItsJsonFileOnceTheRunIsDoneAndSaysABadPathBeforeIt) {
   const auto file = write_file("bench.json", "the results of an earlier run\n");
   auto contents = [&] {

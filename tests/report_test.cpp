@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
@@ -262,6 +263,26 @@ TEST(ReportData, SeriesKeepTheReplaysPeaksAndMomentsHaveTheirLabels) {
     for (const auto& l : m["labels"])
       if (l == "peak live") peak = m["row"] == 3;
   EXPECT_TRUE(peak);
+}
+
+// --at labels: the time as asked, in seconds, once a row; past the trace's end, said to be its last row.
+TEST(ReportData, AtMomentsAreLabelledWithTheTimeAskedAndAnEndPastTheTrace) {
+  const trace t = pinned_segment();  // program rows 0..5 at 0..5 s
+  report_options o = small_device({"vram"});
+  o.fit = false;
+  o.moments = 0;
+  // 0.0005 s is row 0 (the next row is at 1 s); format_duration would have called it "0.000 s". 2 s is row 2,
+  // asked twice: one label. 5 s is the last row itself; 9 s is past it, drawn at row 5 and said so.
+  o.at_seconds = {0.0005, 2.0, 2.0, 5.0, 9.0};
+  const nlohmann::json r = report_trace(t, o);
+  std::map<std::size_t, std::vector<std::string>> at;  // row: its "at" labels
+  for (const auto& m : r["moments"])
+    for (const std::string l : m["labels"])
+      if (l.starts_with("at ")) at[m["row"].get<std::size_t>()].push_back(l);
+  EXPECT_EQ(at, (std::map<std::size_t, std::vector<std::string>>{
+                    {0, {"at 0.0005 s"}},
+                    {2, {"at 2 s"}},
+                    {5, {"at 5 s", "at 9 s (after the trace's end: its last row)"}}}));
 }
 
 TEST(ReportData, DeltaEncoding) {

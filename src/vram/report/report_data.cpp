@@ -221,7 +221,15 @@ nlohmann::json report_trace(const trace& t, const report_options& o) {
       if (watches[p].first_failure_row != none)
         moments[watches[p].first_failure_row].push_back("first failure under " + results[p].policy);
     }
-    for (const double s : o.at_seconds) moments[program_row_at(t, s)].push_back(fmt::format("at {}", format_duration(s)));
+    for (const double s : o.at_seconds) {
+      // The time as asked, in seconds: format_duration's three decimals would call 20 us "0.000 s". A time
+      // past the trace's end is drawn at its last row, and the label says so rather than claim a time the
+      // trace never reached (its rows are whole microseconds: half of one is rounding, not past the end).
+      std::string label = fmt::format("at {} s", s);
+      if (s * 1e6 > static_cast<double>(span_us) + 0.5) label += " (after the trace's end: its last row)";
+      auto& labels = moments[program_row_at(t, s)];
+      if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(std::move(label));
+    }
     for (std::size_t k = 1; k <= o.moments; ++k)
       moments[program_row_at(t, static_cast<double>(span_us) * 1e-6 * static_cast<double>(k) /
                                     static_cast<double>(o.moments))];  // no label: its time says it
