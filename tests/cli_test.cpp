@@ -816,6 +816,27 @@ TEST(Cli, CheckNamesDuplicateAllocsAndFreesOfAnotherSizeByEventNumber) {
   EXPECT_EQ(json[0]["clean"], false);
 }
 
+TEST(Cli, SimulateAndConvertSayWhatTheyWroteAsJson) {
+  // alternating: 1000 allocations of 1 KiB, 500 frees, 500 allocations of 2 KiB, 500 frees, 500 frees: 3000
+  // events, one a microsecond from 0, so 2999 us of trace time.
+  const std::string out = (test_dir() / "alt.vtrace").string();
+  outcome o = run("simulate alternating --seed 4 -o " + out + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(nlohmann::json::parse(o.out),
+            (nlohmann::json{{"output", out}, {"workload", "alternating"}, {"seed", 4}, {"format", "vram"},
+                            {"events", 3000}, {"trace_seconds", 0.002999}}));
+  o = run("simulate inference --hours 0.01 -o " + (test_dir() / "inf.vtrace").string() + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(nlohmann::json::parse(o.out).at("hours"), 0.01);
+  // The six rows of small_trace, to an RMM log: all six are allocations and frees, none left out.
+  const std::string in = write_file("small.csv", small_trace), rmm = (test_dir() / "small.rmm.csv").string();
+  o = run("convert " + in + " -o " + rmm + " --to rmm --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(nlohmann::json::parse(o.out),
+            (nlohmann::json{{"input", in}, {"output", rmm}, {"format", "rmm"}, {"events_read", 6},
+                            {"events_written", 6}, {"notes", nlohmann::json::array()}}));
+}
+
 TEST(Cli, SimulateWritesATraceThatReplays) {
   const auto out = (test_dir() / "alt.vtrace").string();
   const outcome sim = run("simulate alternating -o " + out);

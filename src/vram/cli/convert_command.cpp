@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/cli/trace_inputs.hpp"
@@ -22,6 +24,7 @@ struct convert_args {
   std::string output;
   std::string to;  // empty: from the output's name
   bool force = false;
+  bool json = false;
   read_options read;
 };
 
@@ -42,6 +45,17 @@ void run_convert(const convert_args& a) {
   write_trace(a.output, t, f);
   progress.clear();
   const std::size_t written = rows_written(t, f);  // an RMM log has no rows for the rest
+  if (a.json) {
+    std::cout << nlohmann::json{{"input", a.input},
+                                {"output", a.output},
+                                {"format", to_string(f)},
+                                {"events_read", t.events.size()},
+                                {"events_written", written},
+                                {"notes", t.notes}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
   std::cout << fmt::format("wrote {}: {} events, {} format", a.output, written, to_string(f));
   if (written != t.events.size())
     std::cout << fmt::format(" ({} rows of {} left out: an RMM log has no segments, completed frees or snapshots)",
@@ -58,6 +72,8 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Output file (.gz for gzip)")->required();
   cmd->add_option("--to", a->to, "torch, rmm or vram (default: torch for a .csv or .csv.gz output, else vram)");
   cmd->add_flag("--force", a->force, "Convert even when frees do not match allocations");
+  cmd->add_flag("--json", a->json, "Print what was written as JSON: input, output, format, events_read, events_written, "
+                                   "notes (what the reader inferred)");
   add_device_index_option(cmd, a->read);
   cmd->callback([a] { run_convert(*a); });
 }

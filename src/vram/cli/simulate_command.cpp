@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/trace/file_io.hpp"
@@ -17,6 +19,7 @@ struct simulate_args {
   std::string workload;
   std::string output;
   std::string format;
+  bool json = false;
   workload_options options;
 };
 
@@ -30,6 +33,18 @@ void run_simulate(const simulate_args& a) {
   progress.show(fmt::format("writing {} ({} events)", a.output, t.events.size()));
   write_trace(a.output, t, f);
   progress.clear();
+  if (a.json) {
+    nlohmann::json j{{"output", a.output},
+                     {"workload", a.workload},
+                     {"seed", a.options.seed},
+                     {"format", to_string(f)},
+                     {"events", t.events.size()},
+                     {"trace_seconds", t.seconds()}};
+    if (a.workload == "inference") j["hours"] = a.options.hours;  // the settings the workload reads
+    if (a.workload == "mixed") j["scale"] = a.options.scale;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
   std::cout << fmt::format("wrote {}: workload {}, {} events over {:.1f} s of trace time, {} format\n", a.output,
                            a.workload, t.events.size(), t.seconds(), to_string(f));
 }
@@ -47,6 +62,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--seed", a->options.seed, "Random seed")->check(whole_number)->capture_default_str();
   cmd->add_option("--hours", a->options.hours, "inference: hours of simulated traffic")->capture_default_str();
   cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")->check(whole_number)->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print what was written as JSON: output, workload, seed, format, events, "
+                                   "trace_seconds, and hours (inference) or scale (mixed)");
   cmd->callback([a] { run_simulate(*a); });
 }
 
