@@ -235,6 +235,15 @@ TEST(Cli, TheListOfPoliciesEndsTheHelpOfTheCommandsThatTakeOne) {
   }
 }
 
+// demo takes any device (parse_device_spec), and its --help says so as replay's does: before, it listed only
+// auto, sim and sim:CAPACITY.
+TEST(Cli, DemoHelpListsEveryDeviceItTakes) {
+  const outcome o = run("demo --help");
+  EXPECT_EQ(o.code, 0);
+  EXPECT_THAT(o.out, ::testing::HasSubstr("-d,--device TEXT=auto       auto, sim, sim:CAPACITY (e.g. sim:80GiB), with "
+                                          ",costs=lent or ,costs=FILE.json (a card's own costs) and ,lag=5ms"));
+}
+
 // vram info --json holds every figure of its table: on an 80 GiB simulated device (81920 MiB, 85899345920
 // bytes) nothing is used or held, and the granule is 2 MiB.
 TEST(Cli, InfoJsonHoldsTheTablesFigures) {
@@ -358,6 +367,31 @@ TEST(Cli, ASnapshotsInferredStartIsSaidOnStderrAndInEveryJson) {
   }
   const outcome check = run("check " + snap + " --json");
   EXPECT_EQ(json_of(check)[0]["notes"].size(), 3u);
+}
+
+// A trace of another file with the snapshot's name gets none of its notes: before, replay's JSON kept the
+// notes by trace name, and the CSV's row (read first) carried the snapshot's three.
+TEST(Cli, ReplayJsonGivesEachTraceItsOwnNotes) {
+  const std::string snap = std::string(VRAM_TEST_DATA) + "/snapshots/preexisting.pickle";
+  const auto csv = write_file("preexisting.csv", small_trace);
+  const split_outcome o = run_split("replay " + csv + " " + snap + " --policy cuda-direct --device sim --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto rows = nlohmann::json::parse(o.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["trace"], "preexisting");
+  EXPECT_EQ(rows[0]["events"], 6);
+  EXPECT_FALSE(rows[0].contains("trace_notes")) << rows[0].dump();
+  EXPECT_EQ(rows[1]["trace"], "preexisting");
+  EXPECT_EQ(rows[1]["trace_notes"].size(), 3u);
+}
+
+// fit checks every policy's settings before it reads a trace or searches: before, it searched under
+// torch-native first (printing the snapshot's notes) and refused the setting after.
+TEST(Cli, FitRefusesABadSettingBeforeAnySearch) {
+  const std::string snap = std::string(VRAM_TEST_DATA) + "/snapshots/preexisting.pickle";
+  const outcome o = run("fit " + snap + " --policy torch-native,vram:block_handles=abc");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(o.out, "vram: vram pool setting block_handles: 'abc': want a whole number from 0 to 1024\n");
 }
 
 TEST(Cli, VersionHelpAndUnknownCommandsSayWhatTheyAre) {
@@ -674,6 +708,10 @@ TEST(Cli, AMissingFileFailsBeforeTheFilesBeforeItAreReplayed) {
     EXPECT_EQ(o.out, "vram: " + missing + ": cannot open: No such file or directory\n") << command;
   }
   EXPECT_FALSE(std::filesystem::exists(test_dir() / "r.html"));
+  // check too: before, it read late_start first and printed its notes above the error.
+  const outcome check = run("check " + path + " " + missing);
+  EXPECT_EQ(check.code, 1);
+  EXPECT_EQ(check.out, "vram: " + missing + ": cannot open: No such file or directory\n");
 }
 
 // simulate and convert say an output they cannot write before making or reading anything.
@@ -784,6 +822,15 @@ TEST(Cli, UnmatchedAndDoubleFreesAreCountedInReplayAndRefusedByCheckAndConvert) 
             std::string::npos) << replay.out;
   const auto json = nlohmann::json::parse(replay.out.substr(replay.out.find('[')));
   EXPECT_EQ(json[0]["unmatched_frees"], 2);
+  // Each kind of problem on a line of its own that says it is a warning (before, the second had no "warning: ").
+  EXPECT_THAT(replay.out, ::testing::HasSubstr("\nwarning: " + path + ": 1 double free(s), first at event 3"));
+  // fit replays the trace as replay does, and says so as replay does (before, it said nothing).
+  const outcome fit = run("fit " + path + " --policy vram");
+  EXPECT_EQ(fit.code, 0) << fit.out;
+  EXPECT_THAT(fit.out, ::testing::HasSubstr("warning: " + path + ": 1 free(s) of an address never allocated, first at "
+                                            "event 4 (free_requested of 512 bytes at address 0x270f)\nwarning: " +
+                                            path + ": 1 double free(s), first at event 3"));
+  EXPECT_THAT(fit.out, ::testing::HasSubstr("warning: the replay skips unmatched and double frees"));
   const outcome check = run("check " + path);
   EXPECT_EQ(check.code, 1) << check.out;
   EXPECT_NE(check.out.find("never allocated, first at event 4"), std::string::npos) << check.out;

@@ -27,6 +27,7 @@ struct check_args {
 };
 
 void run_check(const check_args& a) {
+  check_inputs(a.traces);  // a missing second file fails before the first is read (and its notes printed)
   text_table table({"trace", "events", "allocs", "span", "recorded peak", "unmatched", "double", "dup allocs", "wrong size",
                     "live at end"});
   nlohmann::json out = nlohmann::json::array();

@@ -82,7 +82,7 @@ void run_demo(const demo_args& a) {
 void add_demo_command(CLI::App& app) {
   auto a = std::make_shared<demo_args>();
   auto* cmd = app.add_subcommand("demo", "Run the synthetic workloads against every allocator and compare them");
-  cmd->add_option("--device,-d", a->device, "auto, sim or sim:CAPACITY")->capture_default_str();
+  cmd->add_option("--device,-d", a->device, device_help)->capture_default_str();
   cmd->add_option("--hours", a->hours, "Hours of simulated traffic for the inference workload")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print a JSON array, one object per workload x policy");
   cmd->callback([a] { run_demo(*a); });

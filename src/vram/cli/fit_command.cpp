@@ -7,6 +7,7 @@
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
 #include "vram/cli/trace_inputs.hpp"
+#include "vram/cli/trace_warnings.hpp"
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
@@ -30,6 +31,7 @@ struct fit_args {
 
 void run_fit(const fit_args& a) {
   const auto policies = parse_policy_list(a.policies);
+  check_policy_settings(policies);  // a bad setting of the last policy fails before the first one's search
   check_inputs(a.traces);  // a missing second file fails before the first is replayed
   const auto spec = parse_device_spec(a.device);
   if (spec.which == device_spec::kind::cuda) throw usage_error("vram fit runs on the simulated device: use --device sim[:MAX]");
@@ -47,6 +49,11 @@ void run_fit(const fit_args& a) {
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
     for (const trace& t : read_input(path, a.read)) {
+      // As replay's: each probe replays the trace, skipping the frees that match nothing.
+      if (const std::string warnings = replay_warnings(path, t); !warnings.empty()) {
+        progress.clear();
+        std::cerr << warnings;
+      }
       for (const auto& policy : policies) {
         options.progress = [&](int probe, std::size_t capacity, bool fits_here) {
           // In whole MiB: two probes a granule apart would read alike in GiB with two decimals.

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
-#include <map>
+#include <vector>
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
@@ -15,7 +15,6 @@
 #include "vram/policies/registry.hpp"
 #include "vram/cli/trace_inputs.hpp"
 #include "vram/cli/trace_warnings.hpp"
-#include "vram/trace/trace_check.hpp"
 #include "vram/trace/trace_io.hpp"
 
 namespace vram::cli {
@@ -41,15 +40,15 @@ void run_replay(const replay_args& a) {
   progress_line progress;
   std::vector<replay_result> results;
   bool noted = false;
-  std::map<std::string, std::vector<std::string>> trace_notes;  // what the reader inferred, by trace
+  // What the reader inferred, by row: by the trace's name, a snapshot's notes went to another file's trace
+  // of the same name (late_start.csv beside late_start.pickle).
+  std::vector<std::vector<std::string>> trace_notes;
   for (const auto& path : a.traces) {
     progress.show(fmt::format("reading {}", path));
     for (const trace& t : read_input(path, a.read)) {
-      if (const std::string problems = describe_problems(path, t, check_trace(t)); !problems.empty()) {
+      if (const std::string warnings = replay_warnings(path, t); !warnings.empty()) {
         progress.clear();
-        std::cerr << "warning: " << problems
-                  << "warning: the replay skips unmatched and double frees, counting them and allocs at live addresses "
-                     "as unmatched_frees; a free with another size frees its block whole\n";
+        std::cerr << warnings;
       }
       for (const auto& policy : policies) {
         progress.show(fmt::format("replaying {} ({} events) with {}", t.name, t.events.size(), policy));
@@ -64,16 +63,16 @@ void run_replay(const replay_args& a) {
         o.validate_each_step = a.validate;
         results.push_back(replay(t, *resource, o));
         results.back().policy = policy;  // with its settings, as given: "vram:max_handle=16MiB" is not "vram"
-        if (!t.notes.empty()) trace_notes[t.name] = t.notes;
+        trace_notes.push_back(t.notes);
       }
     }
   }
   progress.clear();
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : results) {
-      auto j = to_json(r);
-      if (const auto it = trace_notes.find(r.trace); it != trace_notes.end()) j["trace_notes"] = it->second;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      auto j = to_json(results[i]);
+      if (!trace_notes[i].empty()) j["trace_notes"] = trace_notes[i];
       out.push_back(std::move(j));
     }
     std::cout << out.dump(2) << '\n';

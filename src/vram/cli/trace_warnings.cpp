@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace vram::cli {
 
 std::string describe_problems(const std::string& path, const trace& t, const trace_check& c) {
@@ -25,6 +27,19 @@ std::string describe_problems(const std::string& path, const trace& t, const tra
     s += fmt::format("{}: {} free(s) with a size other than their alloc's, first at {}\n", path,
                      c.wrong_size_frees, row(*c.first_wrong_size_free));
   return s;
+}
+
+std::string replay_warnings(const std::string& path, const trace& t) {
+  const std::string problems = describe_problems(path, t, check_trace(t));
+  if (problems.empty()) return problems;
+  std::string s;
+  for (std::size_t at = 0; at < problems.size();) {
+    const std::size_t end = std::min(problems.find('\n', at), problems.size());
+    s += "warning: " + problems.substr(at, end - at) + '\n';
+    at = end + 1;
+  }
+  return s + "warning: the replay skips unmatched and double frees, counting them and allocs at live addresses as "
+             "unmatched_frees; a free with another size frees its block whole\n";
 }
 
 }  // namespace vram::cli
