@@ -881,7 +881,15 @@ TEST(Cli, SimulateAndConvertSayWhatTheyWroteAsJson) {
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_EQ(nlohmann::json::parse(o.out),
             (nlohmann::json{{"input", in}, {"output", rmm}, {"format", "rmm"}, {"events_read", 6},
-                            {"events_written", 6}, {"notes", nlohmann::json::array()}}));
+                            {"events_written", 6}, {"events_retimed", 0}, {"notes", nlohmann::json::array()}}));
+  // vit_train's times are PyTorch's, from the epoch: as times of day, every row of its RMM log reads back at
+  // another time, and the JSON says so as the line does.
+  const std::string vit = std::string(VRAM_TEST_DATA) + "/../../examples/traces/vit_train.csv.gz";
+  o = run("convert " + vit + " -o " + (test_dir() / "vit.rmm.csv").string() + " --to rmm --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto vj = nlohmann::json::parse(o.out);
+  EXPECT_GT(vj.at("events_written").get<std::size_t>(), 0u);
+  EXPECT_EQ(vj.at("events_retimed"), vj.at("events_written"));
 }
 
 TEST(Cli, SimulateWritesATraceThatReplays) {

@@ -143,6 +143,25 @@ TEST(trace_io, crlf_blank_lines_and_a_missing_last_newline_are_read) {
                                                             ev(6, trace_action::free_requested, 64, 8)}));
 }
 
+TEST(trace_io, blank_lines_before_the_header_are_skipped_as_any_blank_line) {
+  // The parsers skip blank lines before the header too; the format is judged by the first line that is not
+  // blank, so a leading "\n" or "\r\n" does not make the file "unknown".
+  const std::string torch = tmp().path("lead.csv");
+  spit(torch, "\n\r\ntime_us,action,addr,size,stream\n5,alloc,64,8,0\n");
+  EXPECT_THAT(read_trace(torch).events, events_are(std::vector{ev(5, trace_action::alloc, 64, 8)}));
+  const std::string rmm = tmp().path("lead_rmm.csv");
+  spit(rmm, "\r\nThread,Time,Action,Pointer,Size,Stream\r\n1,00:00:01.000000,allocate,0x40,8,0x0\r\n");
+  EXPECT_THAT(read_trace(rmm).events, events_are(std::vector{ev(1'000'000, trace_action::alloc, 64, 8)}));
+  // Blank lines only: an empty file; anything else is named at its own line, the third here.
+  const std::string blank = tmp().path("blank.csv");
+  spit(blank, "\n\r\n\n");
+  EXPECT_EQ(read_error(blank), blank + ":1: empty file (blank lines only), expected the header "
+                                       "time_us,action,addr,size,stream");
+  const std::string other = tmp().path("other.csv");
+  spit(other, "\n\nhello,world\n");
+  EXPECT_THAT(read_error(other), HasSubstr(other + ":3: unknown trace format: the first line 'hello,world'"));
+}
+
 TEST(trace_io, reads_rmm_log_across_midnight) {
   // 23:59:59.999000 = 86,399.999 s; 00:00:00.000250 the next day = 86,400,000,250 us; the failure row
   // (00:00:00.000200) was logged 50 us early by another thread and takes the time of the row before.
@@ -514,6 +533,51 @@ TEST(trace_io, rmm_writer_keeps_only_what_rmm_logs) {
             "1,00:00:00.001005,allocate,0x3e8400,512,0x7\n"
             "1,00:00:00.001010,free,0x3e8000,1024,0x0\n"
             "1,00:00:00.001030,allocate failure,0x0,4294967296,0x0\n");
+}
+
+TEST(trace_io, rmm_rows_retimed_counts_the_times_that_do_not_come_back) {
+  // RMM's Time is a time of day. Times from the first midnight come back: rmm_small reads as 86,399,999,000
+  // .. 86,400,000,250 us and is written and read back the same. PyTorch's clock is from the epoch:
+  // 1,796,219,307,817,423 us is day 20,789 + 49,707,817,423 us, and reads back as that remainder. A step of
+  // 13 h (under a day, over 12 h) after 1 h comes back; a step of 25 h from 1 h + 13 h = 14 h lands at
+  // 15 h of the day, which is after 14 h, so no day is added and it reads back 24 h early.
+  EXPECT_EQ(rows_retimed(read_trace(data("rmm_small.csv")), trace_format::rmm), 0u);
+  trace t;
+  t.events = {ev(1'796'219'307'817'423, trace_action::alloc, 64, 8),
+              ev(1'796'219'307'817'424, trace_action::free_requested, 64, 8),
+              ev(1'796'219'307'817'425, trace_action::free_completed, 64, 8)};  // not written: not counted
+  EXPECT_EQ(rows_retimed(t, trace_format::rmm), 2u);
+  EXPECT_EQ(rows_retimed(t, trace_format::torch), 0u);
+  EXPECT_EQ(rows_retimed(t, trace_format::vram), 0u);
+  write_trace(tmp().path("epoch.rmm.csv"), t, trace_format::rmm);
+  EXPECT_THAT(read_trace(tmp().path("epoch.rmm.csv")).events,
+              events_are(std::vector{ev(49'707'817'423, trace_action::alloc, 64, 8),
+                                     ev(49'707'817'424, trace_action::free_requested, 64, 8)}));
+  constexpr std::int64_t hour = 3'600'000'000;
+  trace gaps;
+  gaps.events = {ev(1 * hour, trace_action::alloc, 64, 8), ev(14 * hour, trace_action::alloc, 128, 8),
+                 ev(39 * hour, trace_action::alloc, 192, 8)};
+  EXPECT_EQ(rows_retimed(gaps, trace_format::rmm), 1u);
+  write_trace(tmp().path("gaps.rmm.csv"), gaps, trace_format::rmm);
+  EXPECT_THAT(read_trace(tmp().path("gaps.rmm.csv")).events,
+              events_are(std::vector{ev(1 * hour, trace_action::alloc, 64, 8),
+                                     ev(14 * hour, trace_action::alloc, 128, 8),
+                                     ev(15 * hour, trace_action::alloc, 192, 8)}));
+}
+
+TEST(trace_io, a_gz_name_in_any_case_is_written_gzip) {
+  // format_for_name takes ".CSV.GZ" for torch's CSV; the file must then be gzip too, not plain text under a
+  // .GZ name that zcat refuses.
+  trace t;
+  t.events = {ev(5, trace_action::alloc, 64, 8)};
+  for (const std::string name : {"upper.CSV.GZ", "mixed.vram.Gz"}) {
+    const std::string p = tmp().path(name);
+    write_trace(p, t, format_for_name(p));
+    const std::string bytes = slurp(p);
+    ASSERT_GE(bytes.size(), 2u);
+    EXPECT_EQ(bytes.substr(0, 2), "\x1f\x8b") << name;
+    EXPECT_THAT(read_trace(p).events, events_are(t.events));
+  }
 }
 
 TEST(trace_io, vram_format_is_compact_for_repeated_fields) {

@@ -45,12 +45,14 @@ void run_convert(const convert_args& a) {
   write_trace(a.output, t, f);
   progress.clear();
   const std::size_t written = rows_written(t, f);  // an RMM log has no rows for the rest
+  const std::size_t retimed = rows_retimed(t, f);
   if (a.json) {
     std::cout << nlohmann::json{{"input", a.input},
                                 {"output", a.output},
                                 {"format", to_string(f)},
                                 {"events_read", t.events.size()},
                                 {"events_written", written},
+                                {"events_retimed", retimed},
                                 {"notes", t.notes}}
                      .dump(2)
               << '\n';
@@ -60,6 +62,12 @@ void run_convert(const convert_args& a) {
   if (written != t.events.size())
     std::cout << fmt::format(" ({} rows of {} left out: an RMM log has no segments, completed frees or snapshots)",
                              t.events.size() - written, t.events.size());
+  // An RMM log's Time is a time of day: a clock from the epoch (PyTorch's) or a gap of 12 hours or more does
+  // not come back, and the user should hear so rather than find shifted times later.
+  if (retimed != 0)
+    std::cout << fmt::format(" (times as times of day: {} of the {} rows read back with other times, counted from "
+                             "the first midnight)",
+                             retimed, written);
   std::cout << '\n';
 }
 
@@ -73,7 +81,8 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--to", a->to, "torch, rmm or vram (default: torch for a .csv or .csv.gz output, else vram)");
   cmd->add_flag("--force", a->force, "Convert even when frees do not match allocations");
   cmd->add_flag("--json", a->json, "Print what was written as JSON: input, output, format, events_read, events_written, "
-                                   "notes (what the reader inferred)");
+                                   "events_retimed (rows an RMM log gives back at other times), notes (what the "
+                                   "reader inferred)");
   add_device_index_option(cmd, a->read);
   cmd->callback([a] { run_convert(*a); });
 }

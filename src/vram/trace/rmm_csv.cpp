@@ -111,6 +111,9 @@ void append_hex(std::string& out, std::uint64_t v) {
   out.append(buf, r.ptr);
 }
 
+// The time of day a trace's time_us is written as (what the Time column can hold).
+std::int64_t time_of_day(std::int64_t time_us) noexcept { return ((time_us % us_per_day) + us_per_day) % us_per_day; }
+
 void append_two(std::string& out, std::int64_t v) {
   out += static_cast<char>('0' + v / 10);
   out += static_cast<char>('0' + v % 10);
@@ -169,6 +172,25 @@ std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path
   return events;
 }
 
+std::size_t rmm_retimed_rows(const trace& t) {
+  // The reader's own steps (parse_rmm_csv) over the times the writer writes, so the count is exactly the rows
+  // whose time_us a reader gets back changed.
+  std::size_t changed = 0;
+  std::int64_t day_offset = 0;
+  std::int64_t last_raw = -1;
+  std::int64_t last_time = 0;
+  for (const trace_event& e : t.events) {
+    if (!rmm_logs(e.action)) continue;
+    const std::int64_t raw = time_of_day(e.time_us);
+    if (last_raw >= 0 && raw + us_half_day < last_raw) day_offset += us_per_day;
+    last_raw = raw;
+    const std::int64_t time = raw + day_offset < last_time ? last_time : raw + day_offset;
+    last_time = time;
+    changed += time != e.time_us;
+  }
+  return changed;
+}
+
 std::string format_rmm_csv(const trace& t) {
   std::string out;
   out.reserve(rmm_header.size() + 1 + t.events.size() * 64);
@@ -188,7 +210,7 @@ std::string format_rmm_csv(const trace& t) {
         action = "allocate failure";
         break;
     }
-    const std::int64_t tod = ((e.time_us % us_per_day) + us_per_day) % us_per_day;
+    const std::int64_t tod = time_of_day(e.time_us);
     const std::int64_t sec = tod / 1'000'000;
     out += "1,";
     append_two(out, sec / 3600);

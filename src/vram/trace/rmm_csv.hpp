@@ -24,6 +24,11 @@ constexpr bool rmm_logs(trace_action a) noexcept {
   return a == trace_action::alloc || a == trace_action::free_requested || a == trace_action::oom;
 }
 
+/// @brief Of the rows format_rmm_csv writes of @p t, how many read back with another time_us: the Time column
+/// holds only a time of day, so a trace whose clock is not from its first midnight (PyTorch's, from the epoch)
+/// reads back shifted, and a step of 12 hours or more between rows is lost. 0 when every time comes back.
+std::size_t rmm_retimed_rows(const trace& t);
+
 /// @brief The RMM log text of @p t. Rows RMM does not log (free_completed, segment rows, snapshots) are left
 /// out; time_us is written as the time of day it falls on.
 std::string format_rmm_csv(const trace& t);

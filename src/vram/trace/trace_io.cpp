@@ -56,19 +56,37 @@ bool ends_with(std::string_view s, std::string_view suffix) noexcept {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// The CSV format by the first line; a first line longer than any trace's is refused before it is judged.
+bool ends_with_gz(std::string_view path) noexcept {
+  if (path.size() < 3) return false;
+  const std::string_view tail = path.substr(path.size() - 3);
+  return tail[0] == '.' && (tail[1] == 'g' || tail[1] == 'G') && (tail[2] == 'z' || tail[2] == 'Z');
+}
+
+// The CSV format by the first line that is not blank: the parsers skip blank lines, before the header too,
+// so a file that starts with one (an editor's, a script's "\n" or "\r\n") is read, not refused here. A line
+// longer than any trace's is refused before it is judged. @p head holds the first line at least (peek()),
+// and in practice 64 KiB: a trace does not start with more blank lines than that.
 trace_format detect_csv_format(std::string_view head, const std::string& path) {
+  std::size_t line = 1;
   std::string_view first = head.substr(0, head.find('\n'));
+  while ((first.empty() || first == "\r") && first.size() < head.size()) {
+    head.remove_prefix(first.size() + 1);
+    first = head.substr(0, head.find('\n'));
+    ++line;
+  }
   if (first.size() > text_source::max_line_bytes)
-    throw input_error(fmt::format("{}:1: {}", path, text_source::long_line_problem()));
+    throw input_error(fmt::format("{}:{}: {}", path, line, text_source::long_line_problem()));
+  if (!first.empty() && first.back() == '\r') first.remove_suffix(1);
+  if (first.empty())
+    throw input_error(fmt::format("{}:1: empty file (blank lines only), expected the header {}", path, torch_header));
   if (first.size() >= 3 && first.substr(0, 3) == "\xEF\xBB\xBF") first.remove_prefix(3);
   if (first.substr(0, 8) == "time_us,") return trace_format::torch;
   if (first.substr(0, 7) == "Thread,") return trace_format::rmm;
   throw input_error(
-      fmt::format("{}:1: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
+      fmt::format("{}:{}: unknown trace format: the first line {} is neither the torch header ({}) nor the RMM header "
                   "(Thread,Time,Action,Pointer,Size,Stream), and the file is not vram's format or a PyTorch memory "
                   "snapshot (a pickle)",
-                  path, quote_for_error(first), torch_header));
+                  path, line, quote_for_error(first), torch_header));
 }
 
 std::vector<trace_event> parse_csv_text(text_source& text) {
@@ -213,6 +231,10 @@ std::size_t rows_written(const trace& t, trace_format f) {
       std::count_if(t.events.begin(), t.events.end(), [](const trace_event& e) { return detail::rmm_logs(e.action); }));
 }
 
+std::size_t rows_retimed(const trace& t, trace_format f) {
+  return f == trace_format::rmm ? detail::rmm_retimed_rows(t) : 0;
+}
+
 void write_trace(const std::string& path, const trace& t, trace_format f) {
   detail::check_writable(t, path);
   std::string text;
@@ -227,7 +249,9 @@ void write_trace(const std::string& path, const trace& t, trace_format f) {
       text = detail::format_vram(t);
       break;
   }
-  if (detail::ends_with(path, ".gz")) text = detail::gzip(text);
+  // ".gz" in any case, as format_for_name reads ".CSV.GZ": a file named .GZ must be gzip, or zcat and the like
+  // refuse it.
+  if (detail::ends_with_gz(path)) text = detail::gzip(text);
   detail::write_file_bytes(path, text);
 }
 

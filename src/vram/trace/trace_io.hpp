@@ -43,7 +43,11 @@ trace read_trace(const std::string& path, const read_options& options = {});
 /// allocations, frees and failed allocations.
 std::size_t rows_written(const trace& t, trace_format f);
 
-/// @brief Writes @p t in format @p f; gzip-compressed when @p path ends in ".gz".
+/// @brief Of the rows write_trace writes of @p t in format @p f, how many a reader gets back with another time_us:
+/// none for torch and vram; in an RMM log, whose Time is a time of day, those detail::rmm_retimed_rows counts.
+std::size_t rows_retimed(const trace& t, trace_format f);
+
+/// @brief Writes @p t in format @p f; gzip-compressed when @p path ends in ".gz" (in any case).
 void write_trace(const std::string& path, const trace& t, trace_format f);
 
 }  // namespace vram
