@@ -116,6 +116,27 @@ TEST(Replay, TheAllocatorSeesTheTraceTimeOfEachRow) {
   EXPECT_EQ(dev.now_ns(), 0);
 }
 
+TEST(Replay, ProgressIsToldBeforeEach1024thRowWithTheRowsDoneAndTheTotal) {
+  // 1500 alloc / free pairs and one segment row: 3001 rows. Told before rows 1024 and 2048 (not 0, nor
+  // 3072, past the end), segment rows counted like any other.
+  using a = trace_action;
+  trace t;
+  t.name = "pairs";
+  for (std::int64_t k = 0; k < 1500; ++k) {
+    t.events.push_back({2 * k, 0x1000, 512, 0, a::alloc});
+    t.events.push_back({2 * k + 1, 0x1000, 512, 0, a::free_requested});
+  }
+  t.events.push_back({3000, 0x1, 2 * MiB, 0, a::segment_alloc});
+  sim_device dev(quiet());
+  exact_resource r(dev, MiB);
+  replay_options o;
+  std::vector<std::pair<std::size_t, std::size_t>> told;
+  o.progress = [&](std::size_t done, std::size_t total) { told.emplace_back(done, total); };
+  const replay_result res = replay(t, r, o);
+  EXPECT_EQ(told, (std::vector<std::pair<std::size_t, std::size_t>>{{1024, 3001}, {2048, 3001}}));
+  EXPECT_EQ(res.allocations, 1500u);
+}
+
 TEST(Replay, TimesThatSpanTheWholeRangeSaturateTheDeviceClock) {
   // From 0 to 2^63 - 1 us: the device's nanoseconds would overflow; they stop at the largest whole
   // microsecond count that fits, and the replay's own figures, in microseconds, are exact.

@@ -61,6 +61,13 @@ void run_replay(const replay_args& a) {
         auto resource = make_resource(policy, *choice.dev);
         replay_options o;
         o.validate_each_step = a.validate;
+        std::size_t shown = 0;  // the percentage on the line
+        o.progress = [&](std::size_t done, std::size_t total) {
+          if (const std::size_t percent = done * 100 / total; percent != shown) {
+            shown = percent;
+            progress.show(fmt::format("replaying {} ({} events) with {}: {}%", t.name, total, policy, percent));
+          }
+        };
         results.push_back(replay(t, *resource, o));
         results.back().policy = policy;  // with its settings, as given: "vram:max_handle=16MiB" is not "vram"
         trace_notes.push_back(t.notes);

@@ -125,6 +125,7 @@ replay_result replay(const trace& t, memory_resource& resource, const replay_opt
     options.observer->step(s, live_blocks(&live));
   };
   for (; i < n; ++i) {
+    if (i % replay_options::progress_rows == 0 && i != 0 && options.progress) options.progress(i, n);
     const trace_event& e = t.events[i];
     failed = false;
     // The state before this row held from state_since until now: weight reserved / live by that time.

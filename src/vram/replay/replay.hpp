@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -54,6 +55,10 @@ struct replay_options {
   bool validate_each_step = false;  // run the allocator's validate() after every event (tests, debug)
   bool stop_at_first_failure = false;  // end at the first failed allocation (vram fit)
   replay_observer* observer = nullptr;  // told of every program row, where set
+  /// Where set, called before each 1024th row with (rows done, rows in all): a progress line for long replays
+  /// (one under validate_each_step takes minutes), at no cost a row.
+  std::function<void(std::size_t, std::size_t)> progress;
+  static constexpr std::size_t progress_rows = 1024;
 };
 
 /// @brief What one replay measured. Byte figures are exact; times are seconds.
