@@ -565,6 +565,19 @@ TEST(trace_io, rmm_rows_retimed_counts_the_times_that_do_not_come_back) {
                                      ev(15 * hour, trace_action::alloc, 192, 8)}));
 }
 
+TEST(trace_io, a_device_index_of_a_file_with_one_trace_is_said_to_be_unused) {
+  const std::string p = tmp().path("one.csv");
+  spit(p, "time_us,action,addr,size,stream\n5,alloc,64,8,0\n");
+  read_options o;
+  o.device_index = 2;
+  const std::vector<trace> ts = read_traces(p, o);
+  ASSERT_EQ(ts.size(), 1u);
+  EXPECT_THAT(ts[0].events, events_are(std::vector{ev(5, trace_action::alloc, 64, 8)}));
+  EXPECT_EQ(ts[0].notes, (std::vector<std::string>{"--device-index 2 left unused: only a PyTorch snapshot holds the "
+                                                   "traces of several devices, and this file is one trace, read whole"}));
+  EXPECT_TRUE(read_traces(p).front().notes.empty());
+}
+
 TEST(trace_io, a_gz_name_in_any_case_is_written_gzip) {
   // format_for_name takes ".CSV.GZ" for torch's CSV; the file must then be gzip too, not plain text under a
   // .GZ name that zcat refuses.

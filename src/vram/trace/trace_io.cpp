@@ -210,6 +210,12 @@ std::vector<trace> read_traces(const std::string& path, const read_options& opti
     detail::text_source text(file, std::move(start));
     out[0].events = detail::parse_csv_text(text);
   }
+  // Said, not refused: such a file is one device's trace (vram record writes device N > 0 to NAME.devN), and
+  // the user asking for device N of it should hear that the choice had nothing to choose from.
+  if (options.device_index)
+    out[0].notes.push_back(fmt::format("--device-index {} left unused: only a PyTorch snapshot holds the traces of "
+                                       "several devices, and this file is one trace, read whole",
+                                       *options.device_index));
   return out;
 }
 
