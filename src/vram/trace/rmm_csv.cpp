@@ -10,6 +10,7 @@
 
 #include "vram/trace/rmm_csv.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <climits>
@@ -23,6 +24,24 @@ namespace {
 constexpr std::array<std::string_view, 6> rmm_columns = {"Thread", "Time", "Action", "Pointer", "Size", "Stream"};
 constexpr std::int64_t us_per_day = 86'400'000'000;
 constexpr std::int64_t us_half_day = us_per_day / 2;
+
+// The reader's times from the log's times of day: a step back of more than half a day is past midnight; a
+// smaller one is threads racing to the log, and takes the time before. The writer's retimed count runs the
+// same steps, so it counts exactly what a reader gets back changed.
+class log_clock {
+ public:
+  std::int64_t next(std::int64_t raw) noexcept {
+    if (last_raw_ >= 0 && raw + us_half_day < last_raw_) day_offset_ += us_per_day;  // past midnight
+    last_raw_ = raw;
+    last_time_ = std::max(raw + day_offset_, last_time_);  // threads racing to the log
+    return last_time_;
+  }
+
+ private:
+  std::int64_t day_offset_ = 0;
+  std::int64_t last_raw_ = -1;
+  std::int64_t last_time_ = 0;
+};
 
 void check_header(std::string_view line, const line_cursor& at) {
   if (line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
@@ -129,9 +148,7 @@ std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path
   std::vector<trace_event> events;
   events.reserve(src.row_estimate(56));
 
-  std::int64_t day_offset = 0;
-  std::int64_t last_raw = -1;
-  std::int64_t last_time = 0;
+  log_clock clock;
   while (src.next(piece)) {
     at.reset(piece);
     while (at.next(line)) {
@@ -160,11 +177,7 @@ std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path
       const std::string_view stream = take_field(rest);
       if (!parse_hex(stream, e.stream)) at.fail(hex_problem(stream, "Stream"));
 
-      if (last_raw >= 0 && raw + us_half_day < last_raw) day_offset += us_per_day;  // past midnight
-      last_raw = raw;
-      e.time_us = raw + day_offset;
-      if (e.time_us < last_time) e.time_us = last_time;  // threads racing to the log
-      last_time = e.time_us;
+      e.time_us = clock.next(raw);
       events.push_back(e);
     }
   }
@@ -173,21 +186,11 @@ std::vector<trace_event> parse_rmm_csv(text_source& src, const std::string& path
 }
 
 std::size_t rmm_retimed_rows(const trace& t) {
-  // The reader's own steps (parse_rmm_csv) over the times the writer writes, so the count is exactly the rows
-  // whose time_us a reader gets back changed.
+  // The reader's clock over the times the writer writes.
   std::size_t changed = 0;
-  std::int64_t day_offset = 0;
-  std::int64_t last_raw = -1;
-  std::int64_t last_time = 0;
-  for (const trace_event& e : t.events) {
-    if (!rmm_logs(e.action)) continue;
-    const std::int64_t raw = time_of_day(e.time_us);
-    if (last_raw >= 0 && raw + us_half_day < last_raw) day_offset += us_per_day;
-    last_raw = raw;
-    const std::int64_t time = raw + day_offset < last_time ? last_time : raw + day_offset;
-    last_time = time;
-    changed += time != e.time_us;
-  }
+  log_clock clock;
+  for (const trace_event& e : t.events)
+    if (rmm_logs(e.action)) changed += clock.next(time_of_day(e.time_us)) != e.time_us;
   return changed;
 }
 

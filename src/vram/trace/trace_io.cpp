@@ -52,14 +52,13 @@ std::string trace_name_from_path(std::string_view path) {
   return std::string(name);
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) noexcept {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-bool ends_with_gz(std::string_view path) noexcept {
-  if (path.size() < 3) return false;
-  const std::string_view tail = path.substr(path.size() - 3);
-  return tail[0] == '.' && (tail[1] == 'g' || tail[1] == 'G') && (tail[2] == 'z' || tail[2] == 'Z');
+// A file name's extension in any case: ".CSV.GZ" is a gzip CSV as ".csv.gz" is.
+bool ends_with_any_case(std::string_view s, std::string_view suffix) noexcept {
+  if (s.size() < suffix.size()) return false;
+  const std::string_view tail = s.substr(s.size() - suffix.size());
+  return std::equal(tail.begin(), tail.end(), suffix.begin(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
 }
 
 // The CSV format by the first line that is not blank: the parsers skip blank lines, before the header too,
@@ -165,11 +164,8 @@ trace_format parse_trace_format(std::string_view name) {
 }
 
 trace_format format_for_name(std::string_view path) noexcept {
-  std::string lower(path.size() < 7 ? path : path.substr(path.size() - 7));  // ".csv.gz" at most
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string_view tail = lower;
-  if (detail::ends_with(tail, ".gz")) tail.remove_suffix(3);
-  return detail::ends_with(tail, ".csv") ? trace_format::torch : trace_format::vram;
+  if (detail::ends_with_any_case(path, ".gz")) path.remove_suffix(3);
+  return detail::ends_with_any_case(path, ".csv") ? trace_format::torch : trace_format::vram;
 }
 
 std::string_view to_string(trace_format f) noexcept {
@@ -257,7 +253,7 @@ void write_trace(const std::string& path, const trace& t, trace_format f) {
   }
   // ".gz" in any case, as format_for_name reads ".CSV.GZ": a file named .GZ must be gzip, or zcat and the like
   // refuse it.
-  if (detail::ends_with_gz(path)) text = detail::gzip(text);
+  if (detail::ends_with_any_case(path, ".gz")) text = detail::gzip(text);
   detail::write_file_bytes(path, text);
 }
 
