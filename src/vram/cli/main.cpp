@@ -18,7 +18,8 @@ namespace {
 constexpr const char* version_text = "vram " VRAM_VERSION;
 
 constexpr const char* exit_status_text =
-    "\nExit status: 0 done, 1 bad input or a failed run, 2 bad arguments, 3 a replay saw allocations fail (fit: a trace fits on no device tried).";
+    "\nExit status: 0 done, 1 bad input or a failed run, 2 bad arguments, 3 a replay saw allocations fail "
+    "(fit: a trace fits on no device tried).";
 
 /// The policies, a line each, for the end of --help (of vram, and of the commands that take --policy).
 std::string policy_footer() {

@@ -2,10 +2,11 @@
 // page that shows where the memory went (docs/report.md).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
@@ -45,11 +46,11 @@ void run_report(const report_args& a) {
   o.policies = parse_policy_list(a.policies);
   // The page tells policies apart by name (a line of the chart, a map at each moment, "Under P" in a sentence):
   // a policy named twice would be two lines of one name, and its failure would be compared with itself.
-  for (std::size_t i = 0; i < o.policies.size(); ++i)
-    if (std::find(o.policies.begin(), o.policies.begin() + static_cast<std::ptrdiff_t>(i), o.policies[i]) !=
-        o.policies.begin() + static_cast<std::ptrdiff_t>(i))
+  std::set<std::string> named;
+  for (const auto& p : o.policies)
+    if (!named.insert(p).second)
       throw usage_error(fmt::format("bad --policy {}: it names {} twice (settings make another policy: "
-                                    "{}:NAME=VALUE)", a.policies, o.policies[i], o.policies[i]));
+                                    "{}:NAME=VALUE)", a.policies, p, p));
   const auto spec = parse_device_spec(a.device);
   if (spec.which == device_spec::kind::cuda)
     throw usage_error("vram report replays on the simulated device, which it can draw: use --device sim[:CAPACITY] "
@@ -59,7 +60,7 @@ void run_report(const report_args& a) {
     throw usage_error(fmt::format("bad --points {}: from 16 to 1000000 per series", a.points));
   if (a.moments < 0 || a.moments > 1000) throw usage_error(fmt::format("bad --moments {}: from 0 to 1000", a.moments));
   for (const double s : a.at)
-    if (!(s >= 0) || !std::isfinite(s))
+    if (!std::isfinite(s) || s < 0)  // nan and inf too
       throw usage_error(fmt::format("bad --at {}: seconds from the trace's start, a finite number 0 or more", s));
   if (a.output.empty()) throw usage_error("bad --output '': the page needs a file name");
   // The page would replace a trace it was made from (read first, then written over): most likely a slip of
