@@ -670,9 +670,10 @@ TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
   // Handles are kept to 1/16 of what the limit leaves, so to one granule here: three 2 MiB handles.
   const device_ptr a = pool.allocate(6 * MiB);
   EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
-  // 6 + 4 > 8: a fourth handle is made, the fifth refused, and the fourth given back.
+  // 6 MiB live + 4 > 8: it cannot fit beside the blocks in use, so it fails at once, with no driver call.
   EXPECT_EQ(pool.try_allocate(4 * MiB), 0u);
-  EXPECT_EQ(calls(dev, device_call::mem_release), 1u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 3u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 0u);
   try {
     pool.allocate(4 * MiB);
     FAIL() << "allocation past the limit succeeded";
@@ -683,7 +684,7 @@ TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
     EXPECT_NE(m.find("reserves 6.00 MiB"), std::string::npos) << m;
   }
   EXPECT_EQ(pool.stats().failed_allocations, 2u);
-  EXPECT_EQ(calls(dev, device_call::mem_release), 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 0u);
   pool.deallocate(a, 6 * MiB);
   // a's three handles are cold: 4 MiB at their start pins two of them, as many as new memory would, so the
   // mapped memory wins: no new memory, no driver call.
@@ -696,18 +697,51 @@ TEST(Pool, ALimitIsHonouredAndNamedWhenHit) {
   pool.validate();
 }
 
+TEST(Pool, ARequestTheDeviceCannotHoldFailsAtOnceAndSaysSo) {
+  sim_device dev(quiet(16 * MiB));
+  pool_resource pool(dev, plain());
+  // More than the whole device: no handle is made for it.
+  try {
+    pool.allocate(32 * MiB, 3);
+    FAIL() << "an allocation larger than the device succeeded";
+  } catch (const out_of_memory& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "vram: out of memory allocating 32.00 MiB on stream 3: more than the device holds (16.00 MiB). Ask for "
+              "less, or use a larger device.");
+  }
+  EXPECT_EQ(calls(dev, device_call::mem_create), 0u);
+  // 16 MiB exactly fits the empty device: 8 handles of one granule (1/1024 of the device rounds up to it).
+  const device_ptr a = pool.allocate(16 * MiB);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 8u);
+  pool.deallocate(a, 16 * MiB);
+  // Under a limit, the limit is what holds: 12 MiB > 10 MiB fails with no call, and names the limit.
+  pool.set_limit(10 * MiB);
+  const std::uint64_t creates = calls(dev, device_call::mem_create), releases = calls(dev, device_call::mem_release);
+  try {
+    pool.allocate(12 * MiB);
+    FAIL() << "an allocation larger than the limit succeeded";
+  } catch (const out_of_memory& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "vram: out of memory allocating 12.00 MiB on stream 0: more than the limit holds (10.00 MiB). Ask for "
+              "less, or raise the limit.");
+  }
+  EXPECT_EQ(calls(dev, device_call::mem_create), creates);
+  EXPECT_EQ(calls(dev, device_call::mem_release), releases);
+  EXPECT_EQ(pool.stats().failed_allocations, 2u);
+  pool.validate();
+}
+
 TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
   // On a 16 MiB device every handle is one 2 MiB granule (1/1024 of the device rounds up to it).
   sim_device dev(quiet(16 * MiB));
   pool_resource pool(dev, plain(100.0));  // never recycles for the budget's sake: only when the device refuses
   const device_ptr a = pool.allocate(6 * MiB);  // 3 handles at [0, 6) MiB
   const device_ptr b = pool.allocate(4 * MiB);  // 2 handles at [6, 10) MiB
-  // 10 + 8 > 16, and nothing is free: three handles are made for it, the fourth is refused, and the three go
-  // back to the device, so a failed request holds nothing.
+  // 10 MiB live + 8 > 16: it fails at once, with no driver call.
   EXPECT_EQ(pool.try_allocate(8 * MiB), 0u);
-  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 1u);
+  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 0u);
+  EXPECT_EQ(calls(dev, device_call::mem_create), 5u);
   EXPECT_EQ(pool.reserved_bytes(), 10 * MiB);
-  EXPECT_EQ(calls(dev, device_call::mem_release), 3u);
   pool.deallocate(a, 6 * MiB);
   // 8 MiB fits not in a's cold 6 MiB, and b ends the mapped memory, so 8 MiB is mapped at the top: three new
   // handles fill the device, the fourth is refused, so a's 3 cold handles are unmapped, one is mapped at the
@@ -716,8 +750,8 @@ TEST(Pool, OnAFullDeviceItRecyclesAndRetriesBeforeFailing) {
   EXPECT_EQ(c, b + 4 * MiB);
   EXPECT_EQ(pool.reserved_bytes(), 12 * MiB);
   EXPECT_EQ(calls(dev, device_call::mem_unmap), 3u);
-  EXPECT_EQ(calls(dev, device_call::mem_release), 3u + 2u);
-  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 2u);
+  EXPECT_EQ(calls(dev, device_call::mem_release), 2u);
+  EXPECT_EQ(pool.stats().arena.out_of_memory_recoveries, 1u);
   pool.deallocate(b, 4 * MiB);
   pool.deallocate(c, 8 * MiB);
   pool.validate();

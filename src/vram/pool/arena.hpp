@@ -170,6 +170,8 @@ class arena {
 
   std::size_t reserved() const noexcept { return map_.reserved(); }
   std::size_t in_use() const noexcept { return in_use_; }
+  /// @brief The most the arena may hold: the device's memory, or the limit when lower.
+  std::size_t capacity() const noexcept;
   /// @brief Whether the index of free handle ends is kept now (from the first tight request on, until 1024
   /// judgements of the pressure in a row found the arena short of tight; arena_growth.cpp).
   bool pieces_indexed() const noexcept { return map_.pieces_kept(); }
@@ -242,7 +244,6 @@ class arena {
   void unmap_handle(std::uint32_t idx);
   void release_spare(std::uint32_t idx);  // pre: a spare, taken from the spares
   std::size_t handle_cap(std::size_t request) const noexcept;  // for a growth that places @p request bytes
-  std::size_t capacity() const noexcept;  // the device's memory, or the limit when lower
   // What growth plans against: the capacity, or when lean the reserve bound, for a request of s bytes.
   std::size_t lean_bound(std::size_t s) const noexcept;
 

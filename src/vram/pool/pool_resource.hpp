@@ -141,6 +141,8 @@ class pool_resource final : public memory_resource {
   std::uint64_t fence_locked();
   bool fence_done_locked(std::uint64_t id, bool wait);
   void sync_mirrors_locked();
+  /// Bytes in blocks handed out: the arena's in use, less pending frees and blocks in threads' caches.
+  std::size_t live_bytes_locked() const noexcept;
   [[noreturn]] void bad_free(device_ptr p, std::size_t bytes, detail::block_state found, std::size_t size) const;
 
   pool_options options_;
