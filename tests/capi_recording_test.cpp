@@ -4,7 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <fstream>
 
 #include <cstdint>
 #include <cstdlib>
@@ -166,7 +173,13 @@ TEST(capi_recording, bad_starts_are_errors_that_say_why) {
   EXPECT_EQ(vram_record_start(nullptr), VRAM_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(vram_last_error(), HasSubstr("path is empty"));
   EXPECT_EQ(vram_record_start("run.vram.gz"), VRAM_ERROR_INVALID_ARGUMENT);
-  EXPECT_THAT(vram_last_error(), HasSubstr("run.vram.gz: a recording is written uncompressed"));
+  EXPECT_THAT(vram_last_error(), HasSubstr("run.vram.gz: a recording is written in vram's format, uncompressed, as it runs; "
+                                  "name a .vram file, and compress it afterwards"));
+  // Any case, and a CSV name too: the file would be vram's format under a name that says otherwise.
+  EXPECT_EQ(vram_record_start("run.vram.GZ"), VRAM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vram_record_start("run.csv"), VRAM_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(vram_last_error(), HasSubstr("run.csv: a recording is written in vram's format, uncompressed, as it runs; "
+                                  "name a .vram file, and convert it afterwards"));
   EXPECT_EQ(vram_record_start("/nonexistent-folder/run.vram"), VRAM_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(vram_last_error(), HasSubstr("/nonexistent-folder/run.vram: cannot create"));
 
@@ -177,6 +190,61 @@ TEST(capi_recording, bad_starts_are_errors_that_say_why) {
   EXPECT_EQ(vram_record_stop(), VRAM_SUCCESS);
   EXPECT_EQ(vram_record_stop(), VRAM_SUCCESS);  // none under way: nothing to do
   EXPECT_EQ(vram::read_trace(path).events.size(), 0u);  // a valid, empty trace
+  std::filesystem::remove(path);
+}
+
+// A file another process records to (here a lock taken as a second recorder would take it) is left whole:
+// this process records beside it, to PATH.pidN, and says so.
+TEST(capi_recording, a_file_another_process_records_to_is_left_whole) {
+  const std::string path = temp_path("busy.vram");
+  const std::string mine = fmt::format("{}.pid{}", path, ::getpid());
+  {
+    std::ofstream(path) << "theirs";
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ::testing::internal::CaptureStderr();
+  const int started = vram_record_start(path.c_str());
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(started, VRAM_SUCCESS) << vram_last_error();
+  EXPECT_EQ(said, fmt::format("vram: another process is recording to {}; this one (pid {}) records to {}\n", path,
+                              ::getpid(), mine));
+  void* a = vram_malloc(1000, 0, nullptr);
+  vram_free(a, 1000, 0, nullptr);
+  ASSERT_EQ(vram_record_stop(), VRAM_SUCCESS) << vram_last_error();
+  ::close(fd);
+  EXPECT_EQ(vram::detail::read_file_bytes(path), "theirs");
+  const vram::trace t = vram::read_trace(mine);
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.events[0].size, 1000u);
+  std::filesystem::remove(path);
+  std::filesystem::remove(mine);
+}
+
+// A child that fork() made, and that ends through exit(), writes nothing into its parent's recording: the
+// parent's file holds the parent's calls alone, whole, although the child's copy held an unwritten event.
+TEST(capi_recording, a_forked_child_leaves_the_parents_file_alone) {
+  const std::string path = temp_path("fork.vram");
+  ASSERT_EQ(vram_record_start(path.c_str()), VRAM_SUCCESS) << vram_last_error();
+  void* a = vram_malloc(1000, 0, nullptr);  // buffered, not yet in the file
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    void* b = vram_malloc(2048, 0, nullptr);
+    vram_free(b, 2048, 0, nullptr);
+    std::exit(0);  // exit handlers run: the recording's among them
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  vram_free(a, 1000, 0, nullptr);
+  ASSERT_EQ(vram_record_stop(), VRAM_SUCCESS) << vram_last_error();
+  const vram::trace t = vram::read_trace(path);
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.events[0].action, vram::trace_action::alloc);
+  EXPECT_EQ(t.events[0].size, 1000u);
+  EXPECT_EQ(t.events[1].action, vram::trace_action::free_requested);
   std::filesystem::remove(path);
 }
 
@@ -222,6 +290,34 @@ TEST(trace_recorder, an_event_a_second_after_the_last_write_writes_the_buffer_ou
   EXPECT_EQ(vram::read_trace(path).events.size(), 3u);
   rec.record({2'000'000, 0x3000, 512, 0, vram::trace_action::alloc});      // 1 s after the last write
   EXPECT_EQ(vram::read_trace(path).events.size(), 5u);
+  std::filesystem::remove(path);
+}
+
+// A write that fails (here a file-size limit of 4 KiB, in a child process so the limit stays there) leaves
+// the file the trace of the last flush that succeeded: no part of the failed buffer follows it.
+TEST(trace_recorder, a_failed_write_leaves_the_trace_of_the_last_flush) {
+  const std::string path = temp_path("limit.vram");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit four_kib{4096, 4096};
+    if (::setrlimit(RLIMIT_FSIZE, &four_kib) != 0) ::_exit(2);
+    try {
+      vram::trace_recorder rec(path, 1000);  // written out every 1,000 bytes or so: the fifth write fails
+      for (int i = 0;; ++i) rec.record({i, 0x1000 + 4096 * static_cast<std::uint64_t>(i), 512, 0, vram::trace_action::alloc});
+    } catch (const vram::error& e) {
+      ::_exit(std::string(e.what()).find("cannot write: File too large") != std::string::npos ? 0 : 3);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  const vram::trace t = vram::read_trace(path);  // valid: header, payload and CRC agree
+  EXPECT_GT(t.events.size(), 0u);
+  EXPECT_LE(std::filesystem::file_size(path), 4096u);
   std::filesystem::remove(path);
 }
 

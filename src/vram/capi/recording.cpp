@@ -2,6 +2,8 @@
 #include "vram/capi/recording.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -37,14 +39,28 @@ void stop_at_exit() {
 
 recording::recording(std::string path) : path_(std::move(path)), start_(std::chrono::steady_clock::now()) {
   if (path_.empty()) throw usage_error("the recording's path is empty; name the trace file to write");
-  if (path_.size() >= 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0)
-    throw usage_error(fmt::format("{}: a recording is written uncompressed, as it runs; name a .vram file and "
-                                  "compress it afterwards", path_));
+  if (const std::string why = recording_name_problem(path_); !why.empty()) throw usage_error(why);
   try {
-    files_[0] = std::make_unique<trace_recorder>(path_);
+    try {
+      files_[0] = std::make_unique<trace_recorder>(path_);
+    } catch (const recording_busy&) {
+      // Another process records there (a worker, a rank, a subprocess that inherited VRAM_RECORD): this one
+      // records beside it, as vram record names the processes a program starts.
+      const std::string mine = fmt::format("{}.pid{}", path_, ::getpid());
+      std::fprintf(stderr, "vram: another process is recording to %s; this one (pid %d) records to %s\n",
+                   path_.c_str(), static_cast<int>(::getpid()), mine.c_str());
+      path_ = mine;
+      files_[0] = std::make_unique<trace_recorder>(path_);
+    }
   } catch (const error& e) {
     throw usage_error(e.what());
   }
+}
+
+void recording::abandon_in_child() noexcept {
+  open_ = false;
+  for (auto& f : files_)
+    if (f) f->abandon();
 }
 
 std::string recording::device_path(const std::string& path, int device) {
@@ -95,7 +111,33 @@ void recording::stop() {
   if (!failures.empty()) throw error(failures);
 }
 
+namespace {
+
+// fork(): the child of a recording process gets a copy of the recording and its open files. Its events are
+// not the parent's, and its exit would flush the parent's buffered events into the parent's file a second
+// time, so the child lets the files go unwritten and is not recorded. The parent's mutexes are held across
+// the fork, so the child's copy of the recording is whole.
+void before_fork() {
+  start_mutex.lock();
+  if (recording* r = active_recording.load(std::memory_order_acquire)) r->lock();
+}
+void after_fork_in_parent() {
+  if (recording* r = active_recording.load(std::memory_order_acquire)) r->unlock();
+  start_mutex.unlock();
+}
+void after_fork_in_child() {
+  if (recording* r = active_recording.exchange(nullptr, std::memory_order_acq_rel)) {
+    r->abandon_in_child();
+    r->unlock();
+  }
+  start_mutex.unlock();
+}
+
+}  // namespace
+
 void start_recording(const char* path) {
+  static const bool fork_handled = ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
+  (void)fork_handled;
   std::lock_guard lock(start_mutex);
   if (const recording* r = active_recording.load(std::memory_order_acquire))
     throw usage_error(fmt::format("a recording to {} is under way; stop it first (vram_record_stop)", r->path()));

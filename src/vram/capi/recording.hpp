@@ -10,6 +10,9 @@
 //  - Device 0 records to the path given, device N to the path with ".devN" before its extension, made at the
 //    device's first event. Device 0's file is made at the start, so a path that cannot be written is
 //    reported by the call that started the recording.
+//  - One file, one process: a file another process is recording to (a worker or a subprocess that inherited
+//    VRAM_RECORD) is left alone, and this process records to the path with ".pidN" after it, saying so on
+//    stderr. A child that fork() made without exec is not recorded: it lets the parent's files go unwritten.
 //  - A recording is stopped by vram_record_stop() and at exit; after that, calls pass through unrecorded. The
 //    object is never freed (a thread may still hold it): every recording started stays in a list that lives
 //    as long as the process, one small object each.
@@ -40,6 +43,15 @@ class recording {
   /// @brief Flushes and closes every file; later calls pass through. @throws error when a write fails.
   void stop();
 
+  /// @brief In a child process that fork() made: lets the parent's files go unwritten; later calls pass
+  /// through. Called with the mutex held (lock()).
+  void abandon_in_child() noexcept;
+  /// @brief Holds the recording's mutex across a fork(), so the child's copy is whole.
+  void lock() { mutex_.lock(); }
+  void unlock() { mutex_.unlock(); }
+
+  /// @brief The file device 0 records to: the path asked for, or, where another process records there,
+  /// that path with ".pidN" (N this process's id) after it.
   const std::string& path() const noexcept { return path_; }
   /// @brief Device @p device's file: "run.vram" -> "run.dev1.vram" for device 1; @p path itself for 0.
   static std::string device_path(const std::string& path, int device);

@@ -25,6 +25,11 @@ std::string_view to_string(trace_format f) noexcept;
 /// other (an RMM log is written only when asked for by name).
 trace_format format_for_name(std::string_view path) noexcept;
 
+namespace detail {
+/// @brief Whether @p s ends with @p suffix in any case (".CSV.GZ" is a gzip CSV as ".csv.gz" is).
+bool ends_with_any_case(std::string_view s, std::string_view suffix) noexcept;
+}  // namespace detail
+
 struct read_options {
   /// @brief Of a snapshot with several devices, only this one; every device when unset.
   std::optional<int> device_index;

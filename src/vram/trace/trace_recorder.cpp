@@ -2,6 +2,7 @@
 #include "vram/trace/trace_recorder.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "vram/core/error.hpp"
+#include "vram/trace/trace_io.hpp"
 
 namespace vram {
 
@@ -36,10 +38,17 @@ trace_recorder::trace_recorder(std::string path, std::size_t buffer_bytes, std::
     : path_(std::move(path)),
       buffer_bytes_(std::max<std::size_t>(buffer_bytes, 64)),
       flush_interval_us_(flush_interval_us) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Opened without truncating, and cut only once the lock is held: a second process asking for the same
+  // file leaves the first's recording whole.
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
   buffer_.reserve(buffer_bytes_ + 64);
   try {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) throw recording_busy(fmt::format("{}: another process is recording to it", path_));
+      // A file system without locks (some network ones): recorded unlocked.
+    }
+    if (::ftruncate(fd_, 0) != 0) throw error(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
     write_all(fd_, detail::vram_header(0, 0, 0), 0, path_);
     if (::lseek(fd_, static_cast<off_t>(detail::vram_header_size), SEEK_SET) < 0)
       throw error(fmt::format("{}: cannot seek: {}", path_, std::strerror(errno)));
@@ -65,15 +74,37 @@ void trace_recorder::record(trace_event e) {
   if (buffer_.size() >= buffer_bytes_ || e.time_us - flushed_at_us_ >= flush_interval_us_) flush();
 }
 
+void trace_recorder::abandon() noexcept {
+  ::close(fd_);
+  fd_ = -1;
+  written_count_ = count_;  // nothing left for flush() or the destructor to write
+  buffer_.clear();
+}
+
 void trace_recorder::flush() {
-  if (written_count_ == count_) return;
-  write_all(fd_, buffer_, -1, path_);
+  if (written_count_ == count_ || fd_ < 0) return;
+  try {
+    write_all(fd_, buffer_, -1, path_);
+  } catch (const error&) {
+    // Part of the buffer may be in the file past the payload the header names: cut it off, so the file is
+    // the trace of the last flush that succeeded, and its end is where the next write goes.
+    const auto whole = static_cast<off_t>(detail::vram_header_size + payload_size_);
+    if (::ftruncate(fd_, whole) == 0) ::lseek(fd_, whole, SEEK_SET);
+    throw;
+  }
   payload_size_ += buffer_.size();
   payload_crc_ = detail::crc32_extend(payload_crc_, buffer_);
   written_count_ = count_;
   flushed_at_us_ = last_time_us_;
   buffer_.clear();
   write_all(fd_, detail::vram_header(written_count_, payload_size_, payload_crc_), 0, path_);
+}
+
+std::string recording_name_problem(std::string_view path) {
+  const bool gz = detail::ends_with_any_case(path, ".gz");
+  if (!gz && format_for_name(path) == trace_format::vram) return {};
+  return fmt::format("{}: a recording is written in vram's format, uncompressed, as it runs; name a .vram file, and "
+                     "{} it afterwards", path, gz ? "compress" : "convert");
 }
 
 std::string device_recording_path(const std::string& path, int device) {

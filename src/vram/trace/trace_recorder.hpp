@@ -16,17 +16,28 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "vram/core/error.hpp"
 #include "vram/trace/trace.hpp"
 #include "vram/trace/vram_format.hpp"
 
 namespace vram {
 
+/// @brief The file a recording asked for is being recorded to by another process (it holds the file's lock).
+class recording_busy : public error {
+ public:
+  using error::error;
+};
+
 /// @brief Appends events to a vram-format trace file, keeping the file valid after each flush.
 class trace_recorder {
  public:
-  /// @brief Creates (or truncates) @p path and writes the header of an empty trace.
-  /// @throws error "PATH: cannot write: reason" when the file cannot be made.
+  /// @brief Creates (or truncates) @p path and writes the header of an empty trace. The file is locked
+  /// (flock) while it is recorded to, so that two processes never write one file: the second is refused
+  /// before it truncates anything.
+  /// @throws recording_busy when another recorder holds the file; error "PATH: cannot create: reason" when
+  /// the file cannot be made.
   explicit trace_recorder(std::string path, std::size_t buffer_bytes = std::size_t{1} << 20,
                           std::int64_t flush_interval_us = 1'000'000);
   /// @brief Flushes; a failure here is lost (call flush() first to see it).
@@ -36,8 +47,13 @@ class trace_recorder {
 
   /// @brief Adds @p e; writes the buffer out when it is full. @throws error when writing fails.
   void record(trace_event e);
-  /// @brief Writes the buffered events and the updated header. @throws error when writing fails.
+  /// @brief Writes the buffered events and the updated header. @throws error when writing fails; the file
+  /// is then cut back to the trace of the last flush that succeeded, so it stays valid.
   void flush();
+  /// @brief In a child process that fork() made: the file is the parent's, so the child lets it go without
+  /// writing anything (the parent flushes its own events); later calls do nothing. Only calls that are
+  /// safe in a forked child of a threaded program.
+  void abandon() noexcept;
 
   const std::string& path() const noexcept { return path_; }
   /// @brief Events recorded so far (flushed or not).
@@ -61,5 +77,10 @@ class trace_recorder {
 /// @brief The file of device @p device in a recording asked for as @p path: @p path itself for device 0,
 /// "run.dev1.vram" for device 1 of "run.vram" (before the first extension; "run.dev1" without one).
 std::string device_recording_path(const std::string& path, int device);
+
+/// @brief Why @p path cannot name a recording, or "" when it can: a recording is written in vram's format,
+/// uncompressed, as it runs, so a name that asks for CSV (".csv") or gzip (".gz", in any case) would mislead
+/// every reader of it. The message ends in what to do instead.
+std::string recording_name_problem(std::string_view path);
 
 }  // namespace vram
