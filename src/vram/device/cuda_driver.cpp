@@ -42,6 +42,7 @@ std::string bare_error_name(CUresult r) {
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
     case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
     default: return fmt::format("CUresult {}", static_cast<int>(r));
   }
 }
@@ -50,6 +51,9 @@ std::string resolve_all(get_proc_address_fn get, cuda_api& api) {
   auto one = [&](const char* symbol, int version, void** slot) -> std::string {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
     const CUresult r = get(symbol, slot, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+    if (r == CUDA_ERROR_STUB_LIBRARY)
+      return "libcuda.so.1 is the CUDA toolkit's stub (CUDA_ERROR_STUB_LIBRARY), not the driver's: a library path "
+             "(LD_LIBRARY_PATH, ld.so.conf) names the toolkit's lib64/stubs before the driver";
     if (r != CUDA_SUCCESS) return fmt::format("cuGetProcAddress({}, {}) failed: {}", symbol, version, bare_error_name(r));
     if (*slot == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {
       const char* what = status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "not available at that version"
