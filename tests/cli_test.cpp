@@ -317,6 +317,83 @@ TEST(Cli, RecordRunsTheCommandWithTheRecorderAndSaysWhatItWrote) {
   EXPECT_TRUE(std::filesystem::is_directory(dir));
 }
 
+// What the program's children recorded is the run's recording too; the program's own options stay its own
+// without "--"; a program that cannot run is said to before anything, with a shell's status.
+TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
+  const auto dir = test_dir();
+  const std::string small = (dir / "small.vram").string();
+  ASSERT_EQ(run("convert " + std::string(VRAM_TEST_DATA) + "/../../examples/traces/small.csv -o " + small).code, 0);
+  const std::string out = (dir / "run.vram").string();
+  // The run before: the output, a device 1 and a child's file, all to be replaced.
+  for (const char* name : {"run.vram", "run.dev1.vram", "run.vram.pid5"})
+    std::filesystem::copy_file(small, dir / name);
+  // Only a process the program started records (a launcher): its file is listed, and the run is a success.
+  const outcome child = run("record --library /bin/true -o " + out + " -- sh -c 'cp " + small +
+                            " \"$VRAM_RECORD_OUTPUT.pid77\"'");
+  EXPECT_EQ(child.code, 0) << child.out;
+  EXPECT_THAT(child.out, ::testing::HasSubstr("\nrun.vram.pid77       6       3   6.00 MiB            -  0.000 s\n"));
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"run.vram.pid77", "small.vram"}));
+  // Without "--": the program's "-o" is its own, and vram record's output keeps its default name.
+  const outcome printf_run = run("record --library /bin/true -o " + out + " printf '<%s>' -o x --json");
+  EXPECT_EQ(printf_run.code, 1) << printf_run.out;
+  EXPECT_THAT(printf_run.out, ::testing::HasSubstr("<-o><x><--json>"));
+  EXPECT_THAT(printf_run.out, ::testing::HasSubstr("'printf' ran and wrote no recording"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "x"));
+  // A link as the output is written through, as every trace vram writes.
+  std::filesystem::create_symlink(dir / "target.vram", dir / "link.vram");
+  const outcome link = run("record --library /bin/true -o " + (dir / "link.vram").string() + " -- sh -c 'cp " +
+                           small + " \"$VRAM_RECORD_OUTPUT\"'");
+  EXPECT_EQ(link.code, 0) << link.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.vram"));
+  EXPECT_EQ(std::filesystem::file_size(dir / "target.vram"), std::filesystem::file_size(small));
+  // Bad outputs and programs, before anything runs: the shell's 127 for a program that is not there, and an
+  // empty list for --json.
+  const outcome empty = run("record --library /bin/true -o '' -- true");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_THAT(empty.out, ::testing::HasSubstr("vram: -o is empty; name the recording's file"));
+  const outcome csv = run("record --library /bin/true -o run.CSV -- true");
+  EXPECT_EQ(csv.code, 2);
+  EXPECT_THAT(csv.out, ::testing::HasSubstr("vram: -o run.CSV: a recording is written in vram's format, uncompressed, "
+                                            "as it runs; name a .vram file, and convert it afterwards"));
+  const split_outcome absent = run_split("record --library /bin/true --json -o " + out + " -- /no/such/program");
+  EXPECT_EQ(absent.code, 127);
+  EXPECT_EQ(absent.out, "[]\n");
+  EXPECT_EQ(absent.err, "vram: cannot run '/no/such/program': no such file\n");
+  const outcome unrunnable = run("record --library /bin/true -o " + out + " -- " + small);
+  EXPECT_EQ(unrunnable.code, 126);
+  EXPECT_THAT(unrunnable.out, ::testing::HasSubstr("it is not a program this user may run"));
+  // A program a signal killed: said in words, with a shell's status.
+  const outcome killed = run("record --library /bin/true -o " + out + " -- sh -c 'kill -SEGV $$'");
+  EXPECT_EQ(killed.code, 128 + SIGSEGV);
+  EXPECT_THAT(killed.out, ::testing::HasSubstr("'sh' was killed by signal 11 (Segmentation fault) and wrote no recording"));
+}
+
+// The CUDA toolkit's stub libcuda found before the driver (a library path naming lib64/stubs, a common container
+// mistake) is named as such, not as a bare error number.
+TEST(Cli, TheToolkitsStubDriverIsNamed) {
+  const std::filesystem::path stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+#if VRAM_HAVE_CUDA_H
+  if (!std::filesystem::exists(stub)) GTEST_SKIP() << "no CUDA toolkit stub at " << stub;
+#else
+  GTEST_SKIP() << "built without cuda.h";
+#endif
+  const auto dir = test_dir();
+  std::filesystem::create_symlink(stub, dir / "libcuda.so.1");
+  const char* was = std::getenv("LD_LIBRARY_PATH");
+  const std::string before = was != nullptr ? was : "";
+  ASSERT_EQ(setenv("LD_LIBRARY_PATH", dir.c_str(), 1), 0);
+  const outcome o = run("info --device cuda");
+  if (was != nullptr) setenv("LD_LIBRARY_PATH", before.c_str(), 1);
+  else unsetenv("LD_LIBRARY_PATH");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(o.out, "vram: device 'cuda': CUDA is not available (libcuda.so.1 is the CUDA toolkit's stub "
+                   "(CUDA_ERROR_STUB_LIBRARY), not the driver's: a library path (LD_LIBRARY_PATH, ld.so.conf) names "
+                   "the toolkit's lib64/stubs before the driver); use --device sim\n");
+}
+
 // Signals while the program runs. SIGTERM sent to vram record (as kill or timeout send it) goes on to the
 // program, here a second after it wrote its recording, and the recording is put in place all the same. A
 // program that SIGINT ended has its recording put in place, and vram record then ends by SIGINT too.

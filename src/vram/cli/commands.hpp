@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +22,11 @@ void add_soak_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_record_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+
+/// @brief The arguments as typed, with "--" put before the program of `vram record PROGRAM ARGS...` where it
+/// is missing: the first word that is neither an option of vram record nor an option's value. The program's
+/// own options ("-o", "--json") are then its own, as after "--". Other commands' arguments are as typed.
+std::vector<std::string> with_record_separator(const CLI::App& app, int argc, char** argv);
 
 /// @brief For an option whose absence means a default: given empty ("--sizes ''"), it is refused rather than
 /// taken for absent.

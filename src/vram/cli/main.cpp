@@ -77,8 +77,11 @@ int main(int argc, char** argv) {
                            "setting overrides one)\n", list.c_str());
     }
   }
+  std::vector<std::string> args = vram::cli::with_record_separator(app, argc, argv);
+  std::vector<char*> arg_pointers;
+  for (auto& a : args) arg_pointers.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ExtrasError& e) {
     // CLI11 lists the extra arguments last first; name them as they were typed.
     std::string command, extras;

@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,7 @@
 #include "vram/device/cuda_driver.hpp"
 #include "vram/replay/replay.hpp"
 #include "vram/report/table.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/trace/trace_recorder.hpp"
 
@@ -140,37 +143,93 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
   return 1;
 }
 
+// How the program ended, in words: "ran", "exited with status 4", "was killed by signal 11 (Segmentation fault)".
+std::string how_it_ended(int status) {
+  if (child_signal != 0 && status == 128 + child_signal)
+    return fmt::format("was killed by signal {} ({})", child_signal, ::strsignal(child_signal));
+  return status == 0 ? "ran" : fmt::format("exited with status {}", status);
+}
+
+// Why the program cannot be run, or "" when it can: as a shell finds it (a name with a slash as it is, else on
+// PATH). @p status is a shell's for it: 127 where there is no such program, 126 where it may not be run.
+std::string why_not_runnable(const std::string& program, int& status) {
+  auto runnable = [](const fs::path& p) { return fs::is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; };
+  if (program.find('/') != std::string::npos) {
+    if (runnable(program)) return {};
+    status = fs::exists(program) ? 126 : 127;
+    return status == 126 ? "it is not a program this user may run" : "no such file";
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  bool found = false;
+  for (std::size_t at = 0; at <= dirs.size();) {
+    const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+    const fs::path candidate = fs::path(end == at ? "." : std::string(dirs.substr(at, end - at))) / program;
+    if (runnable(candidate)) return {};
+    found = found || fs::exists(candidate);
+    at = end + 1;
+  }
+  status = found ? 126 : 127;
+  return found ? "it is not a program this user may run" : "not found on PATH";
+}
+
 constexpr int most_devices = 64;
 
-// The files a recording wrote, by device: OUTPUT for device 0, OUTPUT with ".devN" for the others.
-std::vector<std::pair<int, fs::path>> recorded_files(const fs::path& output) {
-  std::vector<std::pair<int, fs::path>> files;
-  for (int d = 0; d < most_devices; ++d) {
-    const fs::path p = device_recording_path(output.string(), d);
-    if (fs::is_regular_file(p)) files.emplace_back(d, p);
-  }
-  return files;
+// Whether @p name is one of the files a run writes for an output named @p output_name: the output and its
+// devices' (".devN"), and those of processes the program started (each with ".pidN" after them).
+bool of_a_run(std::string name, const std::string& output_name) {
+  if (const auto dot = name.rfind(".pid"); dot != std::string::npos && dot + 4 < name.size() &&
+                                           name.find_first_not_of("0123456789", dot + 4) == std::string::npos)
+    name.resize(dot);
+  for (int d = 0; d < most_devices; ++d)
+    if (name == device_recording_path(output_name, d)) return true;
+  return false;
 }
 
-// Puts a run's recording in the place of the output's files: every device's file of the run before goes (an
-// older run's .dev1 would be taken for this run's), then each of this run's is renamed to its name.
-std::vector<fs::path> put_in_place(const std::vector<std::pair<int, fs::path>>& staged, const fs::path& output) {
-  for (const auto& [d, old] : recorded_files(output)) fs::remove(old);
-  std::vector<fs::path> files;
-  for (const auto& [d, path] : staged) {
-    const fs::path target = device_recording_path(output.string(), d);
-    fs::rename(path, target);
-    files.push_back(target);
-  }
-  return files;
+// The order a run's files are listed in: the program's own (device 0 first), then each process it started.
+bool listed_before(const fs::path& a, const fs::path& b) {
+  auto key = [](const fs::path& p) {
+    const std::string n = p.filename().string();
+    const auto dot = n.rfind(".pid");
+    const bool child = dot != std::string::npos && n.find_first_not_of("0123456789", dot + 4) == std::string::npos;
+    return std::make_tuple(child, child ? n.substr(dot) : std::string(), n.size(), n);
+  };
+  return key(a) < key(b);
 }
 
-// The files of processes the program started (STAGING.pidN, and their devices') lose the staging prefix.
-void unstage_the_rest(const fs::path& folder, const std::string& prefix) {
-  std::vector<std::string> names;
+// Puts a run's recording, its files named PREFIX + name in the output's folder, in the place of the run
+// before's: each is written to its name by the rules of every trace vram writes (a link is written through;
+// a file the user may not write is refused), then every file of the run before that this run did not write
+// goes (an older run's .dev1 would be taken for this run's). A file that cannot be put in place stays under
+// its staging name, and is said to. Returns the files in place, in listing order.
+std::vector<fs::path> put_in_place(const fs::path& folder, const std::string& prefix, const fs::path& output) {
+  std::vector<fs::path> staged;
   for (const auto& entry : fs::directory_iterator(folder))
-    if (auto name = entry.path().filename().string(); name.rfind(prefix, 0) == 0) names.push_back(std::move(name));
-  for (const auto& name : names) fs::rename(folder / name, folder / name.substr(prefix.size()));
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) staged.push_back(entry.path());
+  std::vector<fs::path> files;
+  std::string failures;
+  for (const auto& from : staged) {
+    const fs::path to = folder / from.filename().string().substr(prefix.size());
+    try {
+      detail::write_file_bytes(to.string(), detail::read_file_bytes(from.string()));
+      fs::remove(from);
+      files.push_back(to);
+    } catch (const error& e) {
+      failures += fmt::format("\n  {} (the recording is kept in {})", e.what(), from.string());
+    }
+  }
+  if (staged.empty()) return files;  // nothing recorded: the run before's files stay as they were
+  const std::string output_name = output.filename().string();
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && !entry.is_symlink() && of_a_run(name, output_name) &&
+        std::find(files.begin(), files.end(), entry.path()) == files.end() &&
+        std::none_of(staged.begin(), staged.end(), [&](const fs::path& p) { return p.filename() == prefix + name; }))
+      fs::remove(entry.path());
+  }
+  if (!failures.empty()) throw error("vram record: the recording could not be put in place:" + failures);
+  std::sort(files.begin(), files.end(), listed_before);
+  return files;
 }
 
 // A program that Ctrl-C ended: vram record, its recording in place, ends by the same signal, so that a shell
@@ -183,73 +242,85 @@ void end_as_the_program_did() {
   std::raise(SIGINT);
 }
 
+// What a recorded file holds, as its row and its JSON.
+void describe(const fs::path& f, int status, text_table& table, nlohmann::json& out) {
+  const trace t = read_trace(f.string());
+  std::uint64_t allocs = 0, live = 0, peak = 0;
+  std::unordered_map<std::uint64_t, std::uint64_t> sizes;
+  for (const auto& e : t.events) {
+    if (e.action == trace_action::alloc) {
+      ++allocs;
+      sizes[e.addr] = e.size;
+      live += e.size;
+      peak = std::max(peak, live);
+    } else if (e.action == trace_action::free_requested) {
+      if (const auto it = sizes.find(e.addr); it != sizes.end()) {
+        live -= it->second;
+        sizes.erase(it);
+      }
+    }
+  }
+  const auto mapped = recorded_peak_reserved(t);
+  table.add_row({f.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
+                 format_bytes(peak), mapped ? format_bytes(*mapped) : "-", format_duration(t.seconds())});
+  out.push_back({{"file", f.string()},
+                 {"events", t.events.size()},
+                 {"allocations", allocs},
+                 {"peak_live_bytes", peak},
+                 {"peak_mapped_bytes", mapped ? nlohmann::json(*mapped) : nlohmann::json(nullptr)},
+                 {"trace_seconds", t.seconds()},
+                 {"command_status", status}});
+}
+
 void run_record(const record_args& a) {
   if (a.command.empty()) throw usage_error("vram record needs a command to run: vram record -o run.vram -- ./app args");
+  if (a.output.empty()) throw usage_error("-o is empty; name the recording's file (vram record -o run.vram -- ./app)");
+  if (const std::string why = recording_name_problem(a.output); !why.empty()) throw usage_error("-o " + why);
   const fs::path recorder = find_recorder(a.library);
   const fs::path output = fs::absolute(a.output);
-  // Said before the run: the recording is made beside the output and renamed to it, so its folder must take
-  // new files.
-  if (fs::is_directory(output)) throw error(fmt::format("{}: cannot create: it is a folder", output.string()));
-  if (const fs::path folder = output.parent_path(); ::access(folder.c_str(), W_OK | X_OK) != 0 || !fs::is_directory(folder))
+  // Said before the run: the output must take the recording (as every trace vram writes), and the recording is
+  // made beside it, so its folder must take new files too.
+  detail::check_writable(output.string());
+  if (const fs::path folder = output.parent_path(); ::access(folder.c_str(), W_OK | X_OK) != 0)
     throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", output.string(),
                             folder.string()));
+  int cannot = 0;
+  if (const std::string why = why_not_runnable(a.command.front(), cannot); !why.empty()) {
+    std::cerr << fmt::format("vram: cannot run '{}': {}\n", a.command.front(), why);
+    if (a.json) std::cout << "[]\n";
+    finished_status = cannot;
+    return;
+  }
   std::string why;
   if (!cuda_available(&why)) {
     std::cerr << fmt::format("vram record: no CUDA device here ({}): '{}' runs, but CUDA will not load the "
                              "recorder, so it is unlikely to record anything\n",
                              why, a.command.front());
   }
-  // The run records under a name of its own beside the output; the output's files are replaced only once
-  // there is a recording, so a run that records nothing leaves the last one as it was.
+  // The run records under a name of its own beside the output (processes the program starts, under that name
+  // with .pidN); the output's files are replaced only once there is a recording, so a run that records nothing
+  // leaves the last one as it was.
+  const fs::path folder = output.parent_path();
   const std::string prefix = fmt::format(".vram-record-{}-", ::getpid());
-  const fs::path staging = output.parent_path() / (prefix + output.filename().string());
-  for (const auto& [d, stale] : recorded_files(staging)) fs::remove(stale);
-  const int status = run_child(a.command, recorder, staging);
-  const auto staged = recorded_files(staging);
-  if (staged.empty()) {
-    unstage_the_rest(staging.parent_path(), prefix);  // processes it started may have recorded
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path());
+  const int status = run_child(a.command, recorder, folder / (prefix + output.filename().string()));
+  const auto files = put_in_place(folder, prefix, output);
+  if (files.empty()) {
     std::cerr << fmt::format(
         "vram record: '{}' {} and wrote no recording: it made no device-memory call, or CUDA did not load the "
         "recorder (no CUDA device; a program that never initializes CUDA; a CUDA older than CUPTI's memory "
         "records){}\n",
-        a.command.front(), status == 0 ? "ran" : fmt::format("exited with status {}", status),
+        a.command.front(), how_it_ended(status),
         fs::exists(output) ? fmt::format("; {} is as it was", output.string()) : "");
+    if (a.json) std::cout << "[]\n";
     finished_status = status == 0 ? 1 : status;
     end_as_the_program_did();
     return;
   }
-  const auto files = put_in_place(staged, output);
-  unstage_the_rest(staging.parent_path(), prefix);
   text_table table({"file", "events", "allocs", "peak live", "peak mapped", "span"});
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& f : files) {
-    const trace t = read_trace(f.string());
-    std::uint64_t allocs = 0, live = 0, peak = 0;
-    std::unordered_map<std::uint64_t, std::uint64_t> sizes;
-    for (const auto& e : t.events) {
-      if (e.action == trace_action::alloc) {
-        ++allocs;
-        sizes[e.addr] = e.size;
-        live += e.size;
-        peak = std::max(peak, live);
-      } else if (e.action == trace_action::free_requested) {
-        if (const auto it = sizes.find(e.addr); it != sizes.end()) {
-          live -= it->second;
-          sizes.erase(it);
-        }
-      }
-    }
-    const auto mapped = recorded_peak_reserved(t);
-    table.add_row({f.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
-                   format_bytes(peak), mapped ? format_bytes(*mapped) : "-", format_duration(t.seconds())});
-    out.push_back({{"file", f.string()},
-                   {"events", t.events.size()},
-                   {"allocations", allocs},
-                   {"peak_live_bytes", peak},
-                   {"peak_mapped_bytes", mapped ? nlohmann::json(*mapped) : nlohmann::json(nullptr)},
-                   {"trace_seconds", t.seconds()},
-                   {"command_status", status}});
-  }
+  for (const auto& f : files) describe(f, status, table, out);
   if (a.json) {
     std::cout << out.dump(2) << '\n';
   } else {
@@ -259,12 +330,32 @@ void run_record(const record_args& a) {
                  "memory snapshot or VRAM_RECORD (docs/own-workload.md). peak mapped: virtual-memory mappings "
                  "(cuMemMap).\n";
   }
-  if (status != 0) std::cerr << fmt::format("vram record: '{}' exited with status {}\n", a.command.front(), status);
+  if (status != 0) std::cerr << fmt::format("vram record: '{}' {}\n", a.command.front(), how_it_ended(status));
   finished_status = status;
   end_as_the_program_did();
 }
 
 }  // namespace
+
+std::vector<std::string> with_record_separator(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 3 || args[1] != "record") return args;
+  const CLI::App* record = app.get_subcommand("record");  // added by add_record_command: throws if not
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() > 1 && a[0] == '-') {
+      // An option; one that takes a value and was not given it in the same word ("-o x", not "-ox", "--output=x")
+      // has it next. An unknown one is CLI11's to refuse.
+      const CLI::Option* o = record->get_option_no_throw(a);
+      if (o != nullptr && o->get_expected_max() > 0) ++i;
+      continue;
+    }
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+    break;
+  }
+  return args;
+}
 
 void add_record_command(CLI::App& app) {
   auto a = std::make_shared<record_args>();
