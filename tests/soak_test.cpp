@@ -228,6 +228,9 @@ TEST(soak, bad_options_are_usage_errors) {
                usage_error);
   EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.policies = {"vram,no-such-policy"}; })), usage_error);
   EXPECT_NO_THROW(check_soak_options(with([](soak_options& o) { o.policies = {"vram,torch-native"}; })));
+  // A bad setting of the last policy, before the first one's replay.
+  EXPECT_THROW(check_soak_options(with([](soak_options& o) { o.policies = {"vram,cub-bins,vram:bogus=1"}; })),
+               usage_error);
   EXPECT_NO_THROW(check_soak_options(soak_options{}));
   // run_soak checks before it makes the workload: these fail at once, not after hours of replay.
   EXPECT_THROW(run_soak(with([](soak_options& o) { o.headroom = 0; })), usage_error);

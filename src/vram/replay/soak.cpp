@@ -46,10 +46,11 @@ void check_soak_options(const soak_options& o) {
   }
   if (!std::isfinite(o.headroom) || o.headroom < 1.0 || o.headroom > max_soak_headroom) {
     throw usage_error(fmt::format("soak: --headroom {} must be at least 1 and at most {} (the device is headroom x "
-                                  "the workload's peak live bytes; below 1 every allocator fails)",
+                                  "the workload's peak live bytes)",
                                   o.headroom, max_soak_headroom));
   }
-  for (const auto& p : o.policies) (void)parse_policy_list(p);  // throws usage_error for an unknown name
+  // An unknown name or a bad setting: usage_error, before the workload is made and any policy replayed.
+  for (const auto& p : o.policies) check_policy_settings(parse_policy_list(p));
 }
 
 soak_policy_result soak_policy(const trace& t, std::string_view policy, const sim_device_options& device_options,
