@@ -394,6 +394,21 @@ TEST(Cli, TheToolkitsStubDriverIsNamed) {
                    "the toolkit's lib64/stubs before the driver); use --device sim\n");
 }
 
+// Output that cannot be written is an error, not a success; a file that cannot be written after a measurement
+// leaves the measurement on standard output.
+TEST(Cli, OutputThatCannotBeWrittenExits1AndLosesNoMeasurement) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const split_outcome info = run_split("info --device sim >/dev/full");
+  EXPECT_EQ(info.code, 1);
+  EXPECT_THAT(info.err, ::testing::HasSubstr("vram: cannot write the output: No space left on device\n"));
+  const split_outcome help = run_split("--help >/dev/full");
+  EXPECT_EQ(help.code, 1);
+  const split_outcome bench = run_split("bench --device sim --sizes 512 --threads 1 --seconds 0.01 --json-file /dev/full");
+  EXPECT_EQ(bench.code, 1);
+  EXPECT_THAT(bench.out, ::testing::HasSubstr("vram"));  // the table, printed before the file was tried
+  EXPECT_THAT(bench.err, ::testing::HasSubstr("/dev/full: cannot write: No space left on device"));
+}
+
 // Signals while the program runs. SIGTERM sent to vram record (as kill or timeout send it) goes on to the
 // program, here a second after it wrote its recording, and the recording is put in place all the same. A
 // program that SIGINT ended has its recording put in place, and vram record then ends by SIGINT too.

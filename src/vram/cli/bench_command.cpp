@@ -85,12 +85,14 @@ void run_bench_command(const bench_args& a) {
   if (!choice.note.empty()) r.notes.insert(r.notes.begin(), choice.note);
 
   const std::string json = a.json || !a.json_file.empty() ? measure::to_json(r).dump(2) + '\n' : std::string();
-  if (!a.json_file.empty()) detail::write_file_bytes(a.json_file, json);
+  // Printed first: a file that cannot be written after all (a full disk) loses no measurement.
   if (a.json) {
     std::cout << json;
   } else {
     std::cout << measure::format_table(r);
   }
+  std::cout.flush();
+  if (!a.json_file.empty()) detail::write_file_bytes(a.json_file, json);
   if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(), [](const auto& row) { return !row.error.empty(); }))
     throw error("bench: every cell failed (their errors are above)");
 }

@@ -1,9 +1,11 @@
 // The `vram` command-line tool: replay, fit, simulate, convert, demo. Errors print one line naming the
 // problem and exit non-zero: 1 for bad input or a failed run, 2 for bad arguments, 3 when a replay saw
 // allocations fail or a fit found no device the trace fits on.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +32,18 @@ std::string policy_footer() {
 }
 
 }  // namespace
+
+// What a command printed must have reached its output: a full disk, a file-size limit or a closed device
+// turns the exit status to 1, with the reason, rather than leave a cut-off table or JSON behind a success.
+int with_output_written(int status) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (!failed) return status;
+  std::fprintf(stderr, "vram: cannot write the output: %s\n",
+               errno != 0 ? std::strerror(errno) : "a write failed, the output is cut short");
+  return 1;
+}
 
 int main(int argc, char** argv) {
   CLI::App app{"vram: a GPU device-memory manager, and the tools to see and measure GPU memory"};
@@ -97,7 +111,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Help and --version are CLI11's to print. Any other parse error is a bad argument: one line, as every
     // error here, naming the command whose --help lists the options, and the 2 of every bad argument.
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) return with_output_written(app.exit(e));
     std::string command;
     for (const auto* sub : app.get_subcommands()) command = " " + sub->get_name();
     std::fprintf(stderr, "vram: %s (vram%s --help)\n", e.what(), command.c_str());
@@ -112,5 +126,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vram: unexpected error: %s\n", e.what());
     return 1;
   }
-  return vram::cli::finished_status;
+  return with_output_written(vram::cli::finished_status);
 }

@@ -96,9 +96,11 @@ void run_costs(const probe_args& a) {
   j["rounds"] = a.rounds;
   j["samples"] = samples;
   j["skipped"] = skipped;
-  detail::write_file_bytes(a.costs, j.dump(2) + "\n");
+  // Printed first, the file written last: a file that cannot be written after all (a full disk) loses no
+  // measurement.
   if (a.json) {
-    std::cout << j.dump(2) << '\n';
+    std::cout << j.dump(2) << '\n' << std::flush;
+    detail::write_file_bytes(a.costs, j.dump(2) + "\n");
     return;
   }
   line("device", choice.dev->name());
@@ -113,8 +115,9 @@ void run_costs(const probe_args& a) {
   for (const auto& [kind, bytes] : r.skipped) {
     std::cout << fmt::format("skipped {} at {}: not one fits in half the free memory\n", to_string(kind), format_bytes(bytes));
   }
-  std::cout << fmt::format("\nratio: the median over the shared H200 table's cost (the default model).\n"
-                           "Wrote {}: replay with this device's costs through --device sim:costs={}\n", a.costs, a.costs);
+  std::cout << "\nratio: the median over the shared H200 table's cost (the default model).\n" << std::flush;
+  detail::write_file_bytes(a.costs, j.dump(2) + "\n");
+  std::cout << fmt::format("Wrote {}: replay with this device's costs through --device sim:costs={}\n", a.costs, a.costs);
 }
 
 void run_probe(const probe_args& a) {
