@@ -714,6 +714,15 @@ TEST(Pool, ARequestTheDeviceCannotHoldFailsAtOnceAndSaysSo) {
   const device_ptr a = pool.allocate(16 * MiB);
   EXPECT_EQ(calls(dev, device_call::mem_create), 8u);
   pool.deallocate(a, 16 * MiB);
+  // 12 MiB live + 8 > 16: no limit set, so none to raise.
+  const device_ptr b = pool.allocate(12 * MiB);
+  try {
+    pool.allocate(8 * MiB);
+    FAIL() << "an allocation past the device succeeded";
+  } catch (const out_of_memory& e) {
+    EXPECT_TRUE(std::string(e.what()).ends_with("Free live blocks, ask for less, or use a larger device.")) << e.what();
+  }
+  pool.deallocate(b, 12 * MiB);
   // Under a limit, the limit is what holds: 12 MiB > 10 MiB fails with no call, and names the limit.
   pool.set_limit(10 * MiB);
   const std::uint64_t creates = calls(dev, device_call::mem_create), releases = calls(dev, device_call::mem_release);
@@ -727,7 +736,7 @@ TEST(Pool, ARequestTheDeviceCannotHoldFailsAtOnceAndSaysSo) {
   }
   EXPECT_EQ(calls(dev, device_call::mem_create), creates);
   EXPECT_EQ(calls(dev, device_call::mem_release), releases);
-  EXPECT_EQ(pool.stats().failed_allocations, 2u);
+  EXPECT_EQ(pool.stats().failed_allocations, 3u);
   pool.validate();
 }
 

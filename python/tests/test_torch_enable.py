@@ -53,12 +53,11 @@ FAKE_TORCH = textwrap.dedent("""
 
 def run(body, initialized=False, **env):
     """Runs body after the stand-in torch, in a Python with no VRAM_* variable but VRAM_LIBRARY and
-    VRAM_DEVICE (and env)."""
+    VRAM_DEVICE=sim:64MiB (and env)."""
     code = FAKE_TORCH.replace("INITIALIZED", str(initialized)) + textwrap.dedent(body)
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith("VRAM_") or k in ("VRAM_LIBRARY", "VRAM_DEVICE")}
-    full.update(env, PYTHONPATH=PACKAGE)
-    full.setdefault("VRAM_DEVICE", "sim:64MiB")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("VRAM_") or k == "VRAM_LIBRARY"}
+    full.update(PYTHONPATH=PACKAGE, VRAM_DEVICE="sim:64MiB")
+    full.update(env)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
 
 

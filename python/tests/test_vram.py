@@ -1,5 +1,5 @@
-"""The vram package over libvram.so on simulated devices of 64 MiB (VRAM_DEVICE=sim:64MiB, set by the test
-command) with threads' caches off, so every figure follows from the calls alone. Pools live as long as the
+"""The vram package over libvram.so on simulated devices of 64 MiB (VRAM_DEVICE=sim:64MiB, set here whatever
+the caller's environment says) with threads' caches off, so every figure follows from the calls alone. Pools live as long as the
 process, so each test that needs absolute figures takes a device of its own (0 to 7).
 
 Sizes round up to 512 bytes (1000 -> 1024). A block of up to 64 KiB lives in the tiny zone's 2 MiB handle; a
@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
-os.environ.setdefault("VRAM_DEVICE", "sim:64MiB")
-for _name in [n for n in os.environ if n.startswith("VRAM_") and n not in ("VRAM_DEVICE", "VRAM_LIBRARY", "VRAM_CLI")]:
-    del os.environ[_name]  # no setting or recording from the caller's environment
+for _name in [n for n in os.environ if n.startswith("VRAM_") and n not in ("VRAM_LIBRARY", "VRAM_CLI")]:
+    del os.environ[_name]  # no device, setting or recording from the caller's environment
+os.environ["VRAM_DEVICE"] = "sim:64MiB"  # every figure below is worked out for it
 os.environ["VRAM_THREAD_CACHE"] = "0"
 sys.path.insert(0, str(PACKAGE))
 
@@ -307,9 +308,10 @@ class RecordingFromTheEnvironment(unittest.TestCase):
     def test_vram_record_is_written_at_exit_and_replays_to_the_programs_peak_live(self):
         """VRAM_RECORD=path in a program's environment, no call to stop it: the program's exit flushes the
         trace, and `vram replay` of it gives the bytes the program held at its peak."""
-        cli = os.environ.get("VRAM_CLI")
-        if not cli:
-            self.skipTest("VRAM_CLI names no vram binary (the ctest command sets it)")
+        # The vram tool: VRAM_CLI, else beside the library in use (a build folder holds both).
+        cli = os.environ.get("VRAM_CLI") or str(Path(vram.library_path()).parent / "vram")
+        if not Path(cli).is_file():
+            self.skipTest(f"no vram tool at {cli} (set VRAM_CLI)")
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "run.vram"
             # 3 MiB, then 1000 bytes; the 3 MiB go; then 5 MiB, left live at exit with the 1000 bytes.
@@ -325,6 +327,48 @@ class RecordingFromTheEnvironment(unittest.TestCase):
         self.assertEqual((row["events"], row["allocations"], row["unmatched_frees"]), (4, 3, 0))
         self.assertEqual(row["peak_live_bytes"], 5 * MiB + 1000)  # the last two together, more than 3 MiB + 1000
         self.assertEqual(row["peak_allocated_bytes"], 5 * MiB + 1024)  # 1000 rounds up to 512 bytes' multiple
+
+
+    def test_a_worker_that_inherits_vram_record_records_beside_its_parent(self):
+        """A worker process started with spawn inherits VRAM_RECORD: it records to run.vram.pidN, said on
+        stderr, and the parent's file stays whole, with the parent's calls alone."""
+        code = textwrap.dedent("""
+            import multiprocessing as mp, os, sys
+            from vram._library import free, malloc
+            def worker():
+                p = malloc(2048, 0)
+                free(p, 2048, 0)
+            if __name__ == "__main__":
+                a = malloc(1000, 0)
+                mp.set_start_method("spawn")
+                w = mp.Process(target=worker)
+                w.start()
+                w.join()
+                free(a, 1000, 0)
+                print(w.pid)
+            """)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "run.vram"
+            script = Path(folder) / "main.py"
+            script.write_text(code)
+            env = dict(os.environ, PYTHONPATH=str(PACKAGE), VRAM_RECORD=str(path), VRAM_LIBRARY=vram.library_path())
+            r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            child = int(r.stdout)
+            mine = f"{path}.pid{child}"
+            self.assertEqual(r.stderr, f"vram: another process is recording to {path}; this one (pid {child}) "
+                                       f"records to {mine}\n")
+            self.assertEqual(sorted(p.name for p in Path(folder).iterdir()),
+                             sorted(["main.py", "run.vram", f"run.vram.pid{child}"]))
+            cli = os.environ.get("VRAM_CLI") or str(Path(vram.library_path()).parent / "vram")
+            if not Path(cli).is_file():
+                self.skipTest(f"no vram tool at {cli} (set VRAM_CLI)")
+            for name, size in ((path, 1000), (mine, 2048)):  # each process's one block, whole
+                r = subprocess.run([cli, "replay", str(name), "--policy", "vram", "--device", "sim", "--json"],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                row = json.loads(r.stdout)[0]
+                self.assertEqual((row["events"], row["allocations"], row["peak_live_bytes"]), (2, 1, size), name)
 
 
 class Loading(unittest.TestCase):

@@ -542,11 +542,12 @@ std::string pool_resource::out_of_memory_message(std::size_t bytes, stream_id st
                        format_bytes(by_limit ? lim : info.total), by_limit ? "raise the limit" : "use a larger device");
   return fmt::format(
       "vram: out of memory allocating {} on stream {}: {} live ({} allocated); the pool reserves {} ({} cached, largest "
-      "free range {}, fragmentation {:.1f}%){}; the device has {} free of {}. Free live blocks, ask for less, raise the "
-      "limit, or use a larger device.",
+      "free range {}, fragmentation {:.1f}%){}; the device has {} free of {}. Free live blocks, ask for less, {}use a "
+      "larger device.",
       format_bytes(bytes), stream, format_bytes(s.requested_bytes), format_bytes(s.allocated_bytes),
       format_bytes(s.reserved_bytes), format_bytes(s.cached_bytes), format_bytes(f.largest), 100.0 * frag,
-      lim ? fmt::format(", limit {}", format_bytes(lim)) : std::string(), format_bytes(info.free), format_bytes(info.total));
+      lim ? fmt::format(", limit {}", format_bytes(lim)) : std::string(), format_bytes(info.free), format_bytes(info.total),
+      lim ? "raise the limit, or " : "or ");
 }
 
 nlohmann::json pool_resource::snapshot() const {

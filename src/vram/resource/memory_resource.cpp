@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "vram/core/error.hpp"
 #include "vram/device/device.hpp"
 
@@ -13,9 +15,11 @@ void memory_resource::throw_out_of_memory(std::size_t bytes, stream_id stream) c
 }
 
 void memory_resource::throw_too_large(std::size_t bytes, stream_id stream) const {
+  // Past 2^63 the size is most likely a negative number cast to unsigned; below, a size simply too large.
+  const bool negative = bytes > std::numeric_limits<std::size_t>::max() / 2;
   throw out_of_memory(fmt::format("{}: out of memory allocating {} bytes on stream {}: no device is that large (a "
-                                  "request may be at most {} bytes); is the size a negative number cast to unsigned?",
-                                  name(), bytes, stream, max_request_bytes));
+                                  "request may be at most {} bytes){}", name(), bytes, stream, max_request_bytes,
+                                  negative ? "; is the size a negative number cast to unsigned?" : ""));
 }
 
 void memory_resource::throw_bad_free_size(device_ptr p, std::size_t bytes) const {
