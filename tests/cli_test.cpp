@@ -353,7 +353,7 @@ TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
   // empty list for --json.
   const outcome empty = run("record --library /bin/true -o '' -- true");
   EXPECT_EQ(empty.code, 2);
-  EXPECT_THAT(empty.out, ::testing::HasSubstr("vram: -o is empty; name the recording's file"));
+  EXPECT_THAT(empty.out, ::testing::HasSubstr("vram: --output: was given no value (vram record --help)"));
   const outcome csv = run("record --library /bin/true -o run.CSV -- true");
   EXPECT_EQ(csv.code, 2);
   EXPECT_THAT(csv.out, ::testing::HasSubstr("vram: -o run.CSV: a recording is written in vram's format, uncompressed, "
@@ -564,11 +564,25 @@ TEST(Cli, ReportAPageNamedAsOneOfItsTracesIsRefusedAndTheTraceKept) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), small_trace);
 }
 
+// Any option given empty is refused, not read as 0 ("bad time per cell 0") or taken for absent (--format '').
+TEST(Cli, AnOptionGivenEmptyIsRefusedAndOptionsBeforeTheCommandAreSaidToBe) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"bench --seconds ''", "vram: --seconds: was given no value (vram bench --help)\n"},
+           {"soak --headroom ''", "vram: --headroom: was given no value (vram soak --help)\n"},
+           {"simulate mixed --format '' -o x.vtrace", "vram: --format: was given no value (vram simulate --help)\n"},
+           {"--json info", "vram: arguments not expected before the command: --json (a command's options go after "
+                           "it: vram info --help)\n"}}) {
+    const outcome o = run(args);
+    EXPECT_EQ(o.code, 2) << args;
+    EXPECT_EQ(o.out, says) << args;
+  }
+}
+
 TEST(Cli, ReportAnEmptyOutputIsABadArgumentSaidBeforeTheReplays) {
   // Before: the replays ran, then "vram: : cannot write: No such file or directory" and exit 1.
   const outcome o = run("report " + write_file("small.csv", small_trace) + " -o ''");
   EXPECT_EQ(o.code, 2) << o.out;
-  EXPECT_EQ(o.out, "vram: bad --output '': the page needs a file name\n");
+  EXPECT_EQ(o.out, "vram: --output: was given no value (vram report --help)\n");
 }
 
 TEST(Cli, ReportAPolicyNamedTwiceIsRefused) {

@@ -178,6 +178,13 @@ TEST(CostModelFile, AMissingOrBrokenFileIsNamed) {
     EXPECT_THAT(e.what(), HasSubstr(broken + ": not JSON"));
   }
   std::remove(broken.c_str());
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  try {
+    cost_model::read_file(folder);
+    FAIL();
+  } catch (const input_error& e) {
+    EXPECT_EQ(std::string(e.what()), folder + ": cannot open the cost model: it is a folder");
+  }
 }
 
 // --device sim:costs=FILE: the simulated device runs under the file's model and says so in its name.

@@ -288,6 +288,13 @@ TEST(probe_snapshot, reads_a_file_and_names_it_in_errors) {
   } catch (const input_error& e) {
     EXPECT_THAT(e.what(), HasSubstr(path));
   }
+  const std::string folder = ::testing::TempDir();
+  try {
+    read_snapshot_file(folder);
+    FAIL() << "a folder was read";
+  } catch (const input_error& e) {
+    EXPECT_EQ(std::string(e.what()), folder + ": cannot open: it is a folder");
+  }
 }
 
 }  // namespace

@@ -63,8 +63,12 @@ int main(int argc, char** argv) {
   vram::cli::add_record_command(app);
   vram::cli::add_report_command(app);
   app.add_subcommand("version", "Print vram's version")->callback([] { std::printf("%s\n", version_text); });
-  for (auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+  for (auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     sub->footer(sub->get_option_no_throw("--policy") != nullptr ? policy_footer() : std::string(exit_status_text));
+    // An option given empty ("--hours ''") is refused, rather than read as 0 or taken for absent.
+    for (CLI::Option* o : sub->get_options())
+      if (!o->get_positional() && o->get_expected_max() > 0) o->check(vram::cli::given_a_value);
+  }
   // A first word that is no option and no command: say so, rather than CLI11's "A subcommand is required".
   const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
   const auto is_command = [&](const char* word) {
@@ -98,13 +102,21 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ExtrasError& e) {
     // CLI11 lists the extra arguments last first; name them as they were typed.
-    std::string command, extras;
-    std::vector<std::string> rest = app.remaining();
+    std::string command, extras, before;
+    std::vector<std::string> rest;
     for (const auto* sub : app.get_subcommands()) {
       command = " " + sub->get_name();
       rest = sub->remaining();
     }
     for (const auto& a : rest) extras += (extras.empty() ? "" : " ") + a;
+    // Arguments before the command ("vram --json info") are the app's own extras.
+    for (const auto& a : app.remaining()) before += (before.empty() ? "" : " ") + a;
+    if (!before.empty() && !command.empty()) {
+      std::fprintf(stderr, "vram: arguments not expected before the command: %s (a command's options go after it: "
+                           "vram%s --help)\n", before.c_str(), command.c_str());
+      return 2;
+    }
+    if (extras.empty()) extras = before;
     std::fprintf(stderr, "vram: arguments not expected: %s (vram%s --help)\n", extras.empty() ? e.what() : extras.c_str(),
                  command.c_str());
     return 2;

@@ -274,7 +274,6 @@ void describe(const fs::path& f, int status, text_table& table, nlohmann::json& 
 
 void run_record(const record_args& a) {
   if (a.command.empty()) throw usage_error("vram record needs a command to run: vram record -o run.vram -- ./app args");
-  if (a.output.empty()) throw usage_error("-o is empty; name the recording's file (vram record -o run.vram -- ./app)");
   if (const std::string why = recording_name_problem(a.output); !why.empty()) throw usage_error("-o " + why);
   const fs::path recorder = find_recorder(a.library);
   const fs::path output = fs::absolute(a.output);

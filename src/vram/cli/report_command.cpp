@@ -62,7 +62,6 @@ void run_report(const report_args& a) {
   for (const double s : a.at)
     if (!std::isfinite(s) || s < 0)  // nan and inf too
       throw usage_error(fmt::format("bad --at {}: seconds from the trace's start, a finite number 0 or more", s));
-  if (a.output.empty()) throw usage_error("bad --output '': the page needs a file name");
   // The page would replace a trace it was made from (read first, then written over): most likely a slip of
   // the command line, and the trace may be the only copy.
   for (const auto& path : a.traces)

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -166,6 +167,8 @@ cost_model cost_model::from_json(const nlohmann::json& j, const cost_model& base
 }
 
 cost_model cost_model::read_file(const std::string& path) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw input_error(fmt::format("{}: cannot open the cost model: it is a folder", path));
   std::ifstream in(path);
   if (!in) throw input_error(fmt::format("{}: cannot open the cost model: {}", path, std::strerror(errno)));
   std::ostringstream text;

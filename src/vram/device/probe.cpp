@@ -7,6 +7,7 @@
 #include "vram/device/probe.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -183,6 +184,7 @@ free_ranges_summary summarize_snapshot(const nlohmann::json& snapshot) {
 }
 
 free_ranges_summary read_snapshot_file(const std::string& path) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) throw input_error(path + ": cannot open: it is a folder");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(path + ": cannot open");
   nlohmann::json j;
