@@ -578,6 +578,17 @@ TEST(Cli, AnOptionGivenEmptyIsRefusedAndOptionsBeforeTheCommandAreSaidToBe) {
   }
 }
 
+// A workload setting the workload does not read is refused rather than taken without effect.
+TEST(Cli, SimulateRefusesASettingTheWorkloadDoesNotRead) {
+  const outcome hours = run("simulate mixed --hours 1 -o " + (test_dir() / "m.vtrace").string());
+  EXPECT_EQ(hours.code, 2);
+  EXPECT_EQ(hours.out, "vram: --hours applies to the inference workload only; mixed does not read it\n");
+  const outcome scale = run("simulate alternating --scale 2 -o " + (test_dir() / "a.vtrace").string());
+  EXPECT_EQ(scale.code, 2);
+  EXPECT_EQ(scale.out, "vram: --scale applies to the mixed workload only; alternating does not read it\n");
+  EXPECT_FALSE(std::filesystem::exists(test_dir() / "m.vtrace"));
+}
+
 TEST(Cli, ReportAnEmptyOutputIsABadArgumentSaidBeforeTheReplays) {
   // Before: the replays ran, then "vram: : cannot write: No such file or directory" and exit 1.
   const outcome o = run("report " + write_file("small.csv", small_trace) + " -o ''");

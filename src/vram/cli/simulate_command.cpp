@@ -1,12 +1,14 @@
 // `vram simulate WORKLOAD -o FILE`: writes a synthetic workload as a trace file.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "vram/cli/commands.hpp"
 #include "vram/cli/progress.hpp"
+#include "vram/core/error.hpp"
 #include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/workload/workload.hpp"
@@ -60,11 +62,22 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Output file (.csv/.csv.gz: PyTorch CSV; otherwise vram format)")->required();
   cmd->add_option("--format", a->format, "torch, rmm or vram (default: from the file name)");
   cmd->add_option("--seed", a->options.seed, "Random seed")->check(whole_number)->capture_default_str();
-  cmd->add_option("--hours", a->options.hours, "inference: hours of simulated traffic")->capture_default_str();
-  cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")->check(whole_number)->capture_default_str();
+  auto* hours = cmd->add_option("--hours", a->options.hours, "inference: hours of simulated traffic")->capture_default_str();
+  auto* scale = cmd->add_option("--scale", a->options.scale, "mixed: multiplies the number of operations")
+                    ->check(whole_number)
+                    ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print what was written as JSON: output, workload, seed, format, events, "
                                    "trace_seconds, and hours (inference) or scale (mixed)");
-  cmd->callback([a] { run_simulate(*a); });
+  cmd->callback([a, hours, scale] {
+    // A setting the workload does not read would be taken without a word and change nothing.
+    const auto& known = workloads();
+    const bool named = std::any_of(known.begin(), known.end(), [&](const auto& w) { return w.name == a->workload; });
+    for (const auto& [option, reader] : {std::pair{hours, "inference"}, std::pair{scale, "mixed"}})
+      if (named && option->count() > 0 && a->workload != reader)
+        throw usage_error(fmt::format("{} applies to the {} workload only; {} does not read it", option->get_name(),
+                                      reader, a->workload));
+    run_simulate(*a);
+  });
 }
 
 }  // namespace vram::cli
