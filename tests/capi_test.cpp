@@ -468,6 +468,17 @@ TEST(capi, many_threads_allocate_and_free_on_one_device) {
 
 // ---- the pool table over other VRAM_DEVICE values ---------------------------------------------------------
 
+TEST(capi_pool_table, a_simulated_device_too_large_is_refused_at_the_count) {
+  vram::capi::pool_table table("sim:100TiB");
+  try {
+    table.device_count();
+    FAIL() << "VRAM_DEVICE=sim:100TiB was counted";
+  } catch (const vram::usage_error& e) {
+    EXPECT_THAT(e.what(), StartsWith("VRAM_DEVICE='sim:100TiB': bad device 'sim:100TiB': a simulated device holds at "
+                                     "most 63.00 TiB"));
+  }
+}
+
 TEST(capi_pool_table, a_malformed_vram_device_is_reported_by_every_call) {
   vram::capi::pool_table table("bogus");
   EXPECT_THROW(

@@ -1035,6 +1035,9 @@ TEST(Cli, SizesPoliciesAndDevicesParse) {
   EXPECT_EQ(*parse_device_spec("sim:80GiB").capacity, 80 * GiB);
   EXPECT_EQ(parse_device_spec("cuda:1").index, 1);
   EXPECT_THROW(parse_device_spec("sim:0"), usage_error);
+  // 63 TiB is the most a simulated device holds: more is a bad device here, not at its first use.
+  EXPECT_EQ(*parse_device_spec("sim:63TiB").capacity, std::size_t{63} << 40);
+  EXPECT_THROW(parse_device_spec("sim:100TiB"), usage_error);
   EXPECT_THROW(parse_device_spec("cuda:x"), usage_error);
   EXPECT_FALSE(parse_device_spec("sim:80GiB").lent_costs);
   EXPECT_TRUE(parse_device_spec("sim:costs=lent").lent_costs);

@@ -8,6 +8,7 @@
 #include "vram/core/error.hpp"
 #include "vram/core/size.hpp"
 #include "vram/device/cuda_device.hpp"
+#include "vram/device/sim_device.hpp"
 
 namespace vram {
 namespace {
@@ -65,6 +66,9 @@ device_spec parse_device_spec(std::string_view text) {
             throw bad(e.what());
           }
           if (*s.capacity == 0) throw bad("capacity must be positive");
+          if (*s.capacity > sim_device::max_capacity)
+            throw bad(fmt::format("a simulated device holds at most {}: {} is more", format_bytes(sim_device::max_capacity),
+                                  format_bytes(*s.capacity)));
         }
         if (comma == std::string_view::npos) break;
         rest = rest.substr(comma + 1);

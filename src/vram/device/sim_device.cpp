@@ -501,8 +501,9 @@ sim_device::sim_device(sim_device_options options) : options_(std::move(options)
     throw usage_error(fmt::format("sim_device: granularity {} must be a power of two of at least 512 bytes",
                                   options_.granularity));
   }
-  if (options_.capacity > detail::vmm_lo - detail::legacy_lo) {
-    throw usage_error(fmt::format("a simulated device holds at most {}: {} is more", format_bytes(detail::vmm_lo - detail::legacy_lo),
+  static_assert(max_capacity == detail::vmm_lo - detail::legacy_lo);
+  if (options_.capacity > max_capacity) {
+    throw usage_error(fmt::format("a simulated device holds at most {}: {} is more", format_bytes(max_capacity),
                                   format_bytes(options_.capacity)));
   }
   impl_ = std::make_unique<impl>(options_);

@@ -56,6 +56,10 @@ struct device_region {
 
 class sim_device final : public device {
  public:
+  /// @brief The most memory a simulated device holds: its cudaMalloc range below its VMM range (63 TiB).
+  static constexpr std::size_t max_capacity = (std::size_t{1} << 46) - (std::size_t{1} << 40);
+
+  /// @throws usage_error for a capacity of 0 or above max_capacity, or a granularity that is no power of two.
   explicit sim_device(sim_device_options options = {});
   ~sim_device() override;
 
