@@ -187,6 +187,17 @@ class Statistics(unittest.TestCase):
         self.assertEqual(vram.get_memory_limit(0), 0)
         with self.assertRaises(ValueError):
             vram._index("cuda:\u0661")  # an Arabic-Indic 1: not an index
+        # An integer of another type (a numpy integer) is an index, as it is for sizes; a float or another
+        # object is the wrong type, a text that names no CUDA device the wrong value.
+        class Index:
+            def __index__(self):
+                return 1
+        self.assertEqual(vram._index(Index()), 1)
+        self.assertEqual(vram.device_name(Index()), vram.device_name(1))
+        for wrong, kind in [(1.0, TypeError), (object(), TypeError), ("cpu", ValueError), ("cuda:x", ValueError)]:
+            with self.assertRaises(kind, msg=wrong) as caught:
+                vram.device_name(wrong)
+            self.assertEqual(str(caught.exception), f"device {wrong!r}: want an index, 'cuda:N' or a torch.device")
 
     def test_sizes_devices_and_streams_past_the_c_types_are_refused_before_the_call(self):
         # ctypes would wrap them: a size of 2**64 + 4096 to 4096 bytes, 2**63 to a negative one, device 2**32 + 6

@@ -54,7 +54,7 @@ def _index(device):
         return 0
     if isinstance(device, bool):
         raise TypeError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
-    if isinstance(device, int):
+    if isinstance(device, int) or hasattr(type(device), "__index__"):  # an int, a numpy integer
         return _library.device_index(device)  # one the C API's int holds: ctypes would wrap a larger one
     index = getattr(device, "index", None)
     if getattr(device, "type", None) is not None:  # a torch.device
@@ -65,7 +65,8 @@ def _index(device):
         kind, _, number = device.partition(":")
         if kind == "cuda" and (number == "" or number.isascii() and number.isdigit()):
             return _library.device_index(int(number)) if number else _index(None)
-    raise ValueError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
+        raise ValueError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
+    raise TypeError(f"device {device!r}: want an index, 'cuda:N' or a torch.device")
 
 
 def _stats(device):
