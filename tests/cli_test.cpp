@@ -365,6 +365,8 @@ TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
   const outcome unrunnable = run("record --library /bin/true -o " + out + " -- " + small);
   EXPECT_EQ(unrunnable.code, 126);
   EXPECT_THAT(unrunnable.out, ::testing::HasSubstr("it is not a program this user may run"));
+  EXPECT_THAT(run("record --help").out, ::testing::HasSubstr("Exit status: the program's (126: it may not be run; "
+                                                             "127: no such program; 128 + N: signal N ended it)"));
   // A program a signal killed: said in words, with a shell's status.
   const outcome killed = run("record --library /bin/true -o " + out + " -- sh -c 'kill -SEGV $$'");
   EXPECT_EQ(killed.code, 128 + SIGSEGV);
@@ -564,11 +566,15 @@ TEST(Cli, ReportAPageNamedAsOneOfItsTracesIsRefusedAndTheTraceKept) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), small_trace);
 }
 
-// Any option given empty is refused, not read as 0 ("bad time per cell 0") or taken for absent (--format '').
-TEST(Cli, AnOptionGivenEmptyIsRefusedAndOptionsBeforeTheCommandAreSaidToBe) {
+// Any option given empty is refused, not read as 0 ("bad time per cell 0") or taken for absent (--format ''); an
+// option before the command is said to be; counts in a message agree with their nouns.
+TEST(Cli, EmptyOptionsMisplacedOptionsAndTooLongBenchesAreSaidPlainly) {
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"bench --seconds ''", "vram: --seconds: was given no value (vram bench --help)\n"},
            {"soak --headroom ''", "vram: --headroom: was given no value (vram soak --help)\n"},
+           {"bench --device sim --seconds 3601 --sizes 512 --threads 1 --repeat 1",
+            "vram: 3601 s per cell over 2 cells (1 size x 1 thread count x 2 allocators), once, is more than an hour; "
+            "lower --seconds or --repeat, or measure fewer cells\n"},
            {"simulate mixed --format '' -o x.vtrace", "vram: --format: was given no value (vram simulate --help)\n"},
            {"--json info", "vram: arguments not expected before the command: --json (a command's options go after "
                            "it: vram info --help)\n"}}) {

@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
   vram::cli::add_report_command(app);
   app.add_subcommand("version", "Print vram's version")->callback([] { std::printf("%s\n", version_text); });
   for (auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    sub->footer(sub->get_option_no_throw("--policy") != nullptr ? policy_footer() : std::string(exit_status_text));
+    // A command inherits the app's footer; one with an exit status of its own (record) has set another.
+    if (sub->get_footer() == app.get_footer())
+      sub->footer(sub->get_option_no_throw("--policy") != nullptr ? policy_footer() : std::string(exit_status_text));
     // An option given empty ("--hours ''") is refused, rather than read as 0 or taken for absent.
     for (CLI::Option* o : sub->get_options())
       if (!o->get_positional() && o->get_expected_max() > 0) o->check(vram::cli::given_a_value);

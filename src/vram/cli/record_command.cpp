@@ -365,6 +365,8 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("--library", a->library, "The recorder, libvram_record.so (default: beside vram, or ../lib)");
   cmd->add_flag("--json", a->json, "Print what was recorded as JSON");
   cmd->add_option("command", a->command, "The program and its arguments, after --");
+  cmd->footer("\nExit status: the program's (126: it may not be run; 127: no such program; 128 + N: signal N ended "
+              "it); 1 where it exited 0 but nothing was recorded, or the output could not be written; 2 bad arguments.");
   cmd->callback([a] { run_record(*a); });
 }
 

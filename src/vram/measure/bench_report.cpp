@@ -67,7 +67,7 @@ nlohmann::json to_json(const bench_result& r) {
 std::string format_table(const bench_result& r) {
   std::string out = fmt::format("vram bench on {}, {}\n", r.device, r.date);
   out += fmt::format("each thread allocates and frees one block, over and over, for {} s per cell{}; threads start together\n",
-                     r.seconds, r.pairs == 0 ? "" : fmt::format(" or {} pairs", r.pairs));
+                     r.seconds, r.pairs == 0 ? "" : fmt::format(" or {} pair{}", r.pairs, r.pairs == 1 ? "" : "s"));
   if (r.repeat > 1) {
     out += fmt::format("every cell ran {} times, in turn with the others; each row is its run with the median pairs/s\n",
                        r.repeat);

@@ -162,9 +162,12 @@ bench_plan plan_for(device& dev, const bench_options& o) {
   // The whole run, with the device's defaults and every allocator: its timed part alone past an hour is refused.
   const std::size_t cells = p.sizes.size() * p.threads.size() * p.allocators.size();
   if (p.seconds * static_cast<double>(cells) * p.repeat > 3600) {
-    throw usage_error(fmt::format("{} s per cell over {} cells ({} sizes x {} thread counts x {} allocators), {} "
-                                  "times, is more than an hour; lower --seconds or --repeat, or measure fewer cells",
-                                  p.seconds, cells, p.sizes.size(), p.threads.size(), p.allocators.size(), p.repeat));
+    auto many = [](std::size_t n, std::string_view what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+    throw usage_error(fmt::format("{} s per cell over {} ({} x {} x {}), {}, is more than an hour; lower --seconds or "
+                                  "--repeat, or measure fewer cells",
+                                  p.seconds, many(cells, "cell"), many(p.sizes.size(), "size"),
+                                  many(p.threads.size(), "thread count"), many(p.allocators.size(), "allocator"),
+                                  p.repeat == 1 ? std::string("once") : many(p.repeat, "time")));
   }
   return p;
 }
