@@ -175,14 +175,20 @@ std::string why_not_runnable(const std::string& program, int& status) {
 
 constexpr int most_devices = 64;
 
+// Where the ".pidN" that names the file of a process the program started begins in @p name; npos for none.
+std::size_t pid_suffix_at(const std::string& name) {
+  const auto dot = name.rfind(".pid");
+  const bool digits = dot != std::string::npos && dot + 4 < name.size() &&
+                      name.find_first_not_of("0123456789", dot + 4) == std::string::npos;
+  return digits ? dot : std::string::npos;
+}
+
 // Whether @p name is one of the files a run writes for an output named @p output_name: the output and its
 // devices' (".devN"), and those of processes the program started (each with ".pidN" after them).
-bool of_a_run(std::string name, const std::string& output_name) {
-  if (const auto dot = name.rfind(".pid"); dot != std::string::npos && dot + 4 < name.size() &&
-                                           name.find_first_not_of("0123456789", dot + 4) == std::string::npos)
-    name.resize(dot);
+bool of_a_run(const std::string& name, const std::string& output_name) {
+  const std::string without_pid = name.substr(0, pid_suffix_at(name));
   for (int d = 0; d < most_devices; ++d)
-    if (name == device_recording_path(output_name, d)) return true;
+    if (without_pid == device_recording_path(output_name, d)) return true;
   return false;
 }
 
@@ -190,9 +196,9 @@ bool of_a_run(std::string name, const std::string& output_name) {
 bool listed_before(const fs::path& a, const fs::path& b) {
   auto key = [](const fs::path& p) {
     const std::string n = p.filename().string();
-    const auto dot = n.rfind(".pid");
-    const bool child = dot != std::string::npos && n.find_first_not_of("0123456789", dot + 4) == std::string::npos;
-    return std::make_tuple(child, child ? n.substr(dot) : std::string(), n.size(), n);
+    const std::size_t pid = pid_suffix_at(n);
+    return std::make_tuple(pid != std::string::npos, pid != std::string::npos ? n.substr(pid) : std::string(),
+                           n.size(), n);
   };
   return key(a) < key(b);
 }
