@@ -248,6 +248,63 @@ TEST(capi_recording, a_forked_child_leaves_the_parents_file_alone) {
   std::filesystem::remove(path);
 }
 
+// A recording that cannot be written (here a file-size limit of 4 KiB, in a child process) stops, and the
+// program does not: every allocation and free goes on as without it, the reason is said once, and
+// vram_record_stop() reports it. The file holds the trace of its last good flush.
+TEST(capi_recording, a_recording_that_cannot_be_written_stops_but_the_program_goes_on) {
+  const std::string path = temp_path("full.vram");
+  const std::string said = temp_path("full.stderr");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (std::freopen(said.c_str(), "w", stderr) == nullptr) ::_exit(10);
+    std::setvbuf(stderr, nullptr, _IONBF, 0);  // as stderr is: each message out at once, _exit or not
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit four_kib{4096, 4096};
+    if (::setrlimit(RLIMIT_FSIZE, &four_kib) != 0) ::_exit(11);
+    if (vram_record_start(path.c_str()) != VRAM_SUCCESS) ::_exit(12);
+    // 300,000 pairs of 3-8 bytes each: the 1 MiB buffer fills, and its write fails past 4 KiB.
+    for (int i = 0; i < 300000; ++i) {
+      void* p = vram_malloc(4096, 5, nullptr);
+      if (p == nullptr) ::_exit(13);
+      vram_free(p, 4096, 5, nullptr);
+    }
+    const int stopped = vram_record_stop();
+    const bool says_why = std::string(vram_last_error()).find("File too large") != std::string::npos;
+    vram_stats st{};
+    if (vram_get_stats(5, &st) != VRAM_SUCCESS || st.allocated_bytes != 0) ::_exit(14);
+    ::_exit(stopped != VRAM_SUCCESS ? (says_why ? 0 : 15) : 16);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string err = vram::detail::read_file_bytes(said);
+  const std::string dev5 = vram::capi::recording::device_path(path, 5);  // device 5's file
+  EXPECT_THAT(err, HasSubstr("vram: the recording to " + path + " stopped: " + dev5 + ": cannot write: File too large; "
+                             "the program goes on unrecorded\n"));
+  EXPECT_EQ(err.find("stopped:"), err.rfind("stopped:"));  // said once
+  EXPECT_NO_THROW(vram::read_trace(dev5));
+  std::filesystem::remove(path);
+  std::filesystem::remove(dev5);
+  std::filesystem::remove(said);
+}
+
+// A process that goes idle has its events written within a second, without a later event or a stop: one
+// killed while idle loses nothing older than that.
+TEST(capi_recording, an_idle_process_has_its_events_written_within_a_second) {
+  const std::string path = temp_path("idle.vram");
+  ASSERT_EQ(vram_record_start(path.c_str()), VRAM_SUCCESS) << vram_last_error();
+  void* a = vram_malloc(1000, 0, nullptr);
+  EXPECT_EQ(vram::read_trace(path).events.size(), 0u);  // buffered
+  ::usleep(1'500'000);
+  EXPECT_EQ(vram::read_trace(path).events.size(), 1u);  // written by the recording's own thread
+  vram_free(a, 1000, 0, nullptr);
+  ASSERT_EQ(vram_record_stop(), VRAM_SUCCESS) << vram_last_error();
+  EXPECT_EQ(vram::read_trace(path).events.size(), 2u);
+  std::filesystem::remove(path);
+}
+
 // ---- trace_recorder ----------------------------------------------------------------------------------------
 
 TEST(trace_recorder, the_file_is_a_valid_trace_after_every_flush) {
@@ -318,6 +375,33 @@ TEST(trace_recorder, a_failed_write_leaves_the_trace_of_the_last_flush) {
   const vram::trace t = vram::read_trace(path);  // valid: header, payload and CRC agree
   EXPECT_GT(t.events.size(), 0u);
   EXPECT_LE(std::filesystem::file_size(path), 4096u);
+  std::filesystem::remove(path);
+}
+
+// The same limit where the process does not ignore SIGXFSZ (any C program): the signal kills it inside its
+// write, after part of the buffer went out and before the header was rewritten. The file then goes on past
+// the payload its header gives: it reads as the trace of the last flush, with a note of the bytes left out.
+TEST(trace_recorder, a_recording_killed_inside_a_write_reads_to_its_last_flush) {
+  const std::string path = temp_path("killed.vram");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_DFL);
+    const rlimit four_kib{4096, 4096};
+    if (::setrlimit(RLIMIT_FSIZE, &four_kib) != 0) ::_exit(2);
+    vram::trace_recorder rec(path, 1000);
+    for (int i = 0;; ++i) rec.record({i, 0x1000 + 4096 * static_cast<std::uint64_t>(i), 512, 0, vram::trace_action::alloc});
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) << status;
+  EXPECT_EQ(std::filesystem::file_size(path), 4096u);  // cut at the limit, mid-write
+  const std::vector<vram::trace> traces = vram::read_traces(path);
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_GT(traces[0].events.size(), 0u);
+  for (std::size_t i = 0; i < traces[0].events.size(); ++i) EXPECT_EQ(traces[0].events[i].addr, 0x1000 + 4096 * i);
+  ASSERT_EQ(traces[0].notes.size(), 1u);
+  EXPECT_THAT(traces[0].notes[0], HasSubstr("a recording cut off while it wrote"));
   std::filesystem::remove(path);
 }
 

@@ -55,10 +55,33 @@ recording::recording(std::string path) : path_(std::move(path)), start_(std::chr
   } catch (const error& e) {
     throw usage_error(e.what());
   }
+  flusher_ = std::thread([this] { flush_every_second(); });
+}
+
+void recording::flush_every_second() {
+  std::unique_lock lock(mutex_);
+  while (!stopped_) {
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopped_; });
+    if (stopped_ || !open_) continue;
+    try {
+      for (auto& f : files_)
+        if (f) f->flush();
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+  }
+}
+
+void recording::fail(const std::exception& e) {
+  open_ = false;
+  failure_ = e.what();
+  std::fprintf(stderr, "vram: the recording to %s stopped: %s; the program goes on unrecorded\n", path_.c_str(),
+               e.what());
 }
 
 void recording::abandon_in_child() noexcept {
   open_ = false;
+  stopped_ = true;  // the flusher thread is the parent's: the child has none
   for (auto& f : files_)
     if (f) f->abandon();
 }
@@ -67,12 +90,16 @@ std::string recording::device_path(const std::string& path, int device) {
   return device_recording_path(path, device);
 }
 
-void recording::record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream) {
+void recording::record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream) noexcept {
   if (!open_) return;
-  auto& file = files_[static_cast<std::size_t>(device)];
-  if (!file) file = std::make_unique<trace_recorder>(device_path(path_, device));
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_);
-  file->record({us.count(), p, size, stream, action});
+  try {
+    auto& file = files_[static_cast<std::size_t>(device)];
+    if (!file) file = std::make_unique<trace_recorder>(device_path(path_, device));
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_);
+    file->record({us.count(), p, size, stream, action});
+  } catch (const std::exception& e) {
+    fail(e);  // the call it records has been made: it stands, and the program goes on
+  }
 }
 
 device_ptr recording::allocate(pool_table& table, int device, std::size_t size, stream_id stream) {
@@ -95,16 +122,23 @@ void recording::deallocate(pool_table& table, int device, device_ptr p, std::siz
 }
 
 void recording::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
   std::lock_guard lock(mutex_);
-  if (!open_) return;
   open_ = false;
-  std::string failures;
+  std::string failures = failure_;
   for (auto& f : files_) {
     if (!f) continue;
     try {
       f->flush();
     } catch (const error& e) {
-      failures += failures.empty() ? e.what() : fmt::format("; {}", e.what());
+      if (failures.find(e.what()) == std::string::npos)
+        failures += failures.empty() ? e.what() : fmt::format("; {}", e.what());
     }
     f.reset();
   }

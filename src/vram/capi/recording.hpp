@@ -13,6 +13,10 @@
 //  - One file, one process: a file another process is recording to (a worker or a subprocess that inherited
 //    VRAM_RECORD) is left alone, and this process records to the path with ".pidN" after it, saying so on
 //    stderr. A child that fork() made without exec is not recorded: it lets the parent's files go unwritten.
+//  - A file that cannot be made or written (a full disk, a file-size limit) stops the recording, not the
+//    program: the call being recorded stands, the reason goes to stderr once, and vram_record_stop() (or the
+//    message at exit) reports it. A thread writes what is buffered every second, so a process that ends
+//    without its exit handlers (killed, os._exit) loses at most its last second, even where it was idle.
 //  - A recording is stopped by vram_record_stop() and at exit; after that, calls pass through unrecorded. The
 //    object is never freed (a thread may still hold it): every recording started stays in a list that lives
 //    as long as the process, one small object each.
@@ -20,9 +24,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "vram/capi/pool_table.hpp"
 #include "vram/trace/trace_recorder.hpp"
@@ -57,10 +63,20 @@ class recording {
   static std::string device_path(const std::string& path, int device);
 
  private:
-  void record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream);
+  // Records an event; a file that cannot be made or written stops the recording (fail()), never the call.
+  void record(int device, trace_action action, device_ptr p, std::size_t size, stream_id stream) noexcept;
+  // The recording stops taking events, says why on stderr, and stop() reports it. Called with the mutex held.
+  void fail(const std::exception& e);
+  // The flusher thread: writes what is buffered every second, so an idle process killed later loses nothing
+  // older than a second.
+  void flush_every_second();
 
   std::mutex mutex_;
-  bool open_ = true;
+  std::condition_variable cv_;
+  bool open_ = true;      // taking events
+  bool stopped_ = false;  // stop() called (or a fork child's copy)
+  std::string failure_;   // why the recording stopped taking events, if it failed
+  std::thread flusher_;
   std::string path_;
   std::chrono::steady_clock::time_point start_;
   std::array<std::unique_ptr<trace_recorder>, max_devices> files_;

@@ -201,7 +201,9 @@ std::vector<trace> read_traces(const std::string& path, const read_options& opti
     return detail::snapshot_traces(std::move(start), read, path, name, options);
   } else if (detail::is_vram_format(start)) {
     const auto read = [&file](char* o, std::size_t len) { return file.read(o, len); };
-    out[0].events = detail::read_vram_format(std::move(start), read, file.size(), 0, path);
+    std::string note;
+    out[0].events = detail::read_vram_format(std::move(start), read, file.size(), 0, path, &note);
+    if (!note.empty()) out[0].notes.push_back(std::move(note));
   } else {
     detail::text_source text(file, std::move(start));
     out[0].events = detail::parse_csv_text(text);

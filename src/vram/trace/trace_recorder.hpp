@@ -7,8 +7,9 @@
 // Policy decisions:
 //  - Events are encoded into a buffer at once (a few bytes each) and written when the buffer reaches its
 //    size, when an event comes a second (flush_interval_us) or more after the last write, at flush() and at
-//    destruction; one write() for the payload and one pwrite() for the header. A program that ends without
-//    running exit handlers (Python's os._exit, a crash) loses at most its last second of events.
+//    destruction; one write() for the payload and one pwrite() for the header. An owner that also calls
+//    flush() every second (the C API's recording does, from a thread of its own) leaves a program that ends
+//    without its exit handlers (Python's os._exit, a crash) short of at most its last second of events.
 //  - Not thread-safe: its owner serializes calls (the C API's recording holds a mutex).
 //  - Times must not go backwards (the format stores deltas): a time before the previous event's is taken as
 //    the previous event's.

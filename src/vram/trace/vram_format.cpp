@@ -189,7 +189,7 @@ std::vector<trace_event> parse_vram_format(std::string_view bytes, const std::st
 }
 
 std::vector<trace_event> read_vram_format(std::string start, const byte_reader& read, std::uint64_t exact_size,
-                                          std::uint64_t compressed_size, const std::string& path) {
+                                          std::uint64_t compressed_size, const std::string& path, std::string* note) {
   std::string header = std::move(start);
   if (header.size() < vram_header_size) {
     const std::size_t have = header.size();
@@ -198,8 +198,12 @@ std::vector<trace_event> read_vram_format(std::string start, const byte_reader& 
   }
   const vram_header_fields h = check_vram_header(header, path);
   const std::uint64_t payload_size = h.payload_size;
-  if (exact_size != 0 && payload_size != exact_size - vram_header_size)
+  // A plain file longer than its header says: a recording cut off between its two writes (events appended,
+  // header not yet rewritten), read as far as the header vouches for it. Anything shorter is truncated.
+  std::uint64_t left_out = 0;
+  if (exact_size != 0 && payload_size > exact_size - vram_header_size)
     fail_at(path, exact_size, truncated_payload(exact_size - vram_header_size, payload_size));
+  if (exact_size != 0) left_out = exact_size - vram_header_size - payload_size;
   if (compressed_size != 0 && compressed_size <= UINT64_MAX / max_deflate_ratio &&
       payload_size > compressed_size * max_deflate_ratio)
     fail_at(path, 24,
@@ -209,7 +213,7 @@ std::vector<trace_event> read_vram_format(std::string start, const byte_reader& 
   // The payload and what follows it, up to one byte more than the header says: the buffer grows as the
   // bytes arrive, so a header that lies costs only what the stream really holds.
   std::string payload = header.substr(vram_header_size);
-  const std::uint64_t want = std::min<std::uint64_t>(payload_size, SIZE_MAX - 1) + 1;
+  const std::uint64_t want = std::min<std::uint64_t>(payload_size, SIZE_MAX - 1) + (left_out > 0 ? 0 : 1);
   std::size_t got = payload.size();
   while (got < want) {
     if (got == payload.size())
@@ -224,7 +228,12 @@ std::vector<trace_event> read_vram_format(std::string start, const byte_reader& 
             fmt::format("the data goes on past the {}-byte payload the header gives", payload_size));
   if (got < payload_size) fail_at(path, vram_header_size + got, truncated_payload(got, payload_size));
   payload.resize(got);
-  return decode_payload(payload, h, path);
+  std::vector<trace_event> events = decode_payload(payload, h, path);
+  if (left_out > 0 && note != nullptr)
+    *note = fmt::format("the file goes on {} bytes past the {}-byte payload its header gives (a recording cut off "
+                        "while it wrote): the {} events the header gives were read, the rest left out",
+                        left_out, payload_size, events.size());
+  return events;
 }
 
 std::uint32_t crc32_extend(std::uint32_t crc, std::string_view bytes) noexcept {

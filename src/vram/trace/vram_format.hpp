@@ -43,13 +43,17 @@ using byte_reader = std::function<std::size_t(char* out, std::size_t len)>;
 /// checked before anything else is read (magic, header CRC, version, flags, and an event count that fits
 /// the payload size both ways), then the payload, never more than the header's payload size + 1 byte.
 /// @param start the first bytes, already read from the stream.
-/// @param exact_size the stream's size when known (a plain regular file), else 0: the payload must fill it.
+/// @param exact_size the stream's size when known (a plain regular file), else 0: the payload must fill it,
+/// but for one case: a file that goes on past the payload its header gives is what a recording leaves when it
+/// is cut off between appending events and rewriting its header (kill -9, a file-size limit). Its header's
+/// payload is read, checked by its CRC, and @p note says how many bytes were left out.
 /// @param compressed_size for a gzip stream, the compressed size when known, else 0: the payload must be
 /// one deflate can make of it (about 1032 bytes a compressed byte).
 /// @throws input_error as parse_vram_format, and "... the data goes on past the N-byte payload the header
-/// gives" for a stream longer than its header says.
+/// gives" for a stream (gzip, a pipe) longer than its header says.
 std::vector<trace_event> read_vram_format(std::string start, const byte_reader& read, std::uint64_t exact_size,
-                                          std::uint64_t compressed_size, const std::string& path);
+                                          std::uint64_t compressed_size, const std::string& path,
+                                          std::string* note = nullptr);
 
 /// @brief Encodes @p t. pre: times are non-negative and non-decreasing (write_trace checks).
 std::string format_vram(const trace& t);
