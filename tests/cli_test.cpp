@@ -21,6 +21,7 @@
 #include "vram/core/size.hpp"
 #include "vram/device/device_spec.hpp"
 #include "vram/policies/registry.hpp"
+#include "vram/trace/file_io.hpp"
 
 namespace vram {
 namespace {
@@ -349,6 +350,36 @@ TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
   EXPECT_EQ(link.code, 0) << link.out;
   EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.vram"));
   EXPECT_EQ(std::filesystem::file_size(dir / "target.vram"), std::filesystem::file_size(small));
+  // A file of the user's own named like a run's (not a vram trace) is never removed with the run before's.
+  write_file("run.dev1.vram", "mine");
+  const outcome keeps = run("record --library /bin/true -o " + out + " -- sh -c 'cp " + small +
+                            " \"$VRAM_RECORD_OUTPUT\"'");
+  EXPECT_EQ(keeps.code, 0) << keeps.out;
+  EXPECT_EQ(vram::detail::read_file_bytes((dir / "run.dev1.vram").string()), "mine");
+  EXPECT_FALSE(std::filesystem::exists(dir / "run.vram.pid77"));  // the run before's, a trace: gone
+  // A hidden output's device files are named as the recorder names them beside it: .run.dev1.vram.
+  const outcome hidden = run("record --library /bin/true -o " + (dir / ".run.vram").string() + " -- sh -c 'cp " +
+                             small + " \"$VRAM_RECORD_OUTPUT\" && cp " + small +
+                             " \"$(dirname \"$VRAM_RECORD_OUTPUT\")/.run.dev1.vram\"'");
+  EXPECT_EQ(hidden.code, 0) << hidden.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / ".run.dev1.vram"));
+  // A file that is no trace is said, and the others are put in place and listed all the same.
+  const split_outcome bad = run_split("record --library /bin/true --json -o " + out + " -- sh -c 'cp " + small +
+                                      " \"$VRAM_RECORD_OUTPUT\" && echo junk > \"$VRAM_RECORD_OUTPUT.pid9\"'");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("run.vram.pid9"));
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("(the recording is kept in "));
+  const auto listed = nlohmann::json::parse(bad.out);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["file"], out);
+  // A script without "#!" runs under the shell, as a shell runs it; an unknown option is refused as typed.
+  const std::string script = write_file("plain.sh", "cp " + small + " \"$VRAM_RECORD_OUTPUT\"\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  EXPECT_EQ(run("record --library /bin/true -o " + out + " -- " + script).code, 0);
+  const outcome bogus = run("record --bogus " + script);
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_THAT(bogus.out, ::testing::HasSubstr("--bogus"));
+  EXPECT_THAT(bogus.out, ::testing::Not(::testing::HasSubstr("--bogus --")));
   // Bad outputs and programs, before anything runs: the shell's 127 for a program that is not there, and an
   // empty list for --json.
   const outcome empty = run("record --library /bin/true -o '' -- true");

@@ -29,6 +29,7 @@
 #include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 #include "vram/trace/trace_recorder.hpp"
+#include "vram/trace/vram_format.hpp"
 
 extern char** environ;
 
@@ -73,7 +74,23 @@ extern "C" void forward_to_child(int sig) {
   if (child_running > 0) ::kill(static_cast<pid_t>(child_running), sig);
 }
 
-// Runs the command with the recorder injected; returns its exit status as a shell gives it.
+// A program that could not be started, with the status a shell gives that (127: not found, 126: not runnable).
+class cannot_run : public error {
+ public:
+  cannot_run(const std::string& what, int status) : error(what), status(status) {}
+  int status;
+};
+
+// The signals vram record holds back from the program's end until its recording is said (run_child).
+void let_held_signals_through() {
+  sigset_t held;
+  sigemptyset(&held);
+  for (const int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) sigaddset(&held, sig);
+  sigprocmask(SIG_UNBLOCK, &held, nullptr);
+}
+
+// Runs the command with the recorder injected; returns its exit status as a shell gives it. Returns with
+// SIGINT, SIGQUIT, SIGTERM and SIGHUP blocked (let_held_signals_through). @throws cannot_run.
 int run_child(const std::vector<std::string>& command, const fs::path& recorder, const fs::path& output) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -128,13 +145,26 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
     }
   } restore{signals, old, attr};
   pid_t pid = 0;
-  if (const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data()); rc != 0)
-    throw error(fmt::format("cannot run '{}': {}", command.front(), std::strerror(rc)));
+  int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+  if (rc == ENOEXEC) {
+    // A script without "#!": run by the shell, as a shell itself would run it.
+    std::vector<char*> with_sh{const_cast<char*>("/bin/sh")};
+    with_sh.insert(with_sh.end(), argv.begin(), argv.end());
+    rc = posix_spawn(&pid, "/bin/sh", nullptr, &attr, with_sh.data(), envp.data());
+  }
+  if (rc != 0) throw cannot_run(fmt::format("cannot run '{}': {}", command.front(), std::strerror(rc)), rc == ENOENT ? 127 : 126);
   child_running = pid;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw error(fmt::format("waiting for '{}': {}", command.front(), std::strerror(errno)));
   }
+  // The program has ended: from here until its recording is in place and said, the signals it shared wait
+  // (run_record lets them through at its end), so a SIGTERM that timeout sends the whole group does not end
+  // vram record halfway through.
+  sigset_t held;
+  sigemptyset(&held);
+  for (const int sig : signals) sigaddset(&held, sig);
+  sigprocmask(SIG_BLOCK, &held, nullptr);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     child_signal = WTERMSIG(status);
@@ -153,6 +183,10 @@ std::string how_it_ended(int status) {
 // Why the program cannot be run, or "" when it can: as a shell finds it (a name with a slash as it is, else on
 // PATH). @p status is a shell's for it: 127 where there is no such program, 126 where it may not be run.
 std::string why_not_runnable(const std::string& program, int& status) {
+  if (program.empty()) {
+    status = 127;
+    return "no program of that name";
+  }
   auto runnable = [](const fs::path& p) { return fs::is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; };
   if (program.find('/') != std::string::npos) {
     if (runnable(program)) return {};
@@ -178,7 +212,7 @@ constexpr int most_devices = 64;
 // Where the ".pidN" that names the file of a process the program started begins in @p name; npos for none.
 std::size_t pid_suffix_at(const std::string& name) {
   const auto dot = name.rfind(".pid");
-  const bool digits = dot != std::string::npos && dot + 4 < name.size() &&
+  const bool digits = dot != std::string::npos && dot + 4 < name.size() && name[dot + 4] != '0' &&
                       name.find_first_not_of("0123456789", dot + 4) == std::string::npos;
   return digits ? dot : std::string::npos;
 }
@@ -203,53 +237,9 @@ bool listed_before(const fs::path& a, const fs::path& b) {
   return key(a) < key(b);
 }
 
-// Puts a run's recording, its files named PREFIX + name in the output's folder, in the place of the run
-// before's: each is written to its name by the rules of every trace vram writes (a link is written through;
-// a file the user may not write is refused), then every file of the run before that this run did not write
-// goes (an older run's .dev1 would be taken for this run's). A file that cannot be put in place stays under
-// its staging name, and is said to. Returns the files in place, in listing order.
-std::vector<fs::path> put_in_place(const fs::path& folder, const std::string& prefix, const fs::path& output) {
-  std::vector<fs::path> staged;
-  for (const auto& entry : fs::directory_iterator(folder))
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) staged.push_back(entry.path());
-  std::vector<fs::path> files;
-  std::string failures;
-  for (const auto& from : staged) {
-    const fs::path to = folder / from.filename().string().substr(prefix.size());
-    try {
-      detail::write_file_bytes(to.string(), detail::read_file_bytes(from.string()));
-      fs::remove(from);
-      files.push_back(to);
-    } catch (const error& e) {
-      failures += fmt::format("\n  {} (the recording is kept in {})", e.what(), from.string());
-    }
-  }
-  if (staged.empty()) return files;  // nothing recorded: the run before's files stay as they were
-  const std::string output_name = output.filename().string();
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && !entry.is_symlink() && of_a_run(name, output_name) &&
-        std::find(files.begin(), files.end(), entry.path()) == files.end() &&
-        std::none_of(staged.begin(), staged.end(), [&](const fs::path& p) { return p.filename() == prefix + name; }))
-      fs::remove(entry.path());
-  }
-  if (!failures.empty()) throw error("vram record: the recording could not be put in place:" + failures);
-  std::sort(files.begin(), files.end(), listed_before);
-  return files;
-}
-
-// A program that Ctrl-C ended: vram record, its recording in place, ends by the same signal, so that a shell
-// loop around it stops as it would around the program.
-void end_as_the_program_did() {
-  if (child_signal != SIGINT) return;
-  std::cout.flush();
-  std::cerr.flush();
-  std::signal(SIGINT, SIG_DFL);
-  std::raise(SIGINT);
-}
-
-// What a recorded file holds, as its row and its JSON.
-void describe(const fs::path& f, int status, text_table& table, nlohmann::json& out) {
+// What a recorded file holds (@p f, to be put in place as @p named), as its row and its JSON.
+// @throws input_error when the file is no trace.
+void describe(const fs::path& f, const fs::path& named, int status, text_table& table, nlohmann::json& out) {
   const trace t = read_trace(f.string());
   std::uint64_t allocs = 0, live = 0, peak = 0;
   std::unordered_map<std::uint64_t, std::uint64_t> sizes;
@@ -267,9 +257,9 @@ void describe(const fs::path& f, int status, text_table& table, nlohmann::json& 
     }
   }
   const auto mapped = recorded_peak_reserved(t);
-  table.add_row({f.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
+  table.add_row({named.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
                  format_bytes(peak), mapped ? format_bytes(*mapped) : "-", format_duration(t.seconds())});
-  out.push_back({{"file", f.string()},
+  out.push_back({{"file", named.string()},
                  {"events", t.events.size()},
                  {"allocations", allocs},
                  {"peak_live_bytes", peak},
@@ -278,23 +268,95 @@ void describe(const fs::path& f, int status, text_table& table, nlohmann::json& 
                  {"command_status", status}});
 }
 
+// Whether @p p is a trace in vram's format (its magic first bytes): only such a file of the run before is
+// removed, never a file of the user's own that happens to be named like one.
+bool is_vram_trace(const fs::path& p) {
+  try {
+    detail::input_file in(p.string());
+    std::string head(detail::vram_magic.size(), '\0');
+    return in.read(head.data(), head.size()) == head.size() && head == detail::vram_magic;
+  } catch (const error&) {
+    return false;
+  }
+}
+
+// A run's files, in the staging folder: each described from what the recorder wrote there, then written to
+// its name beside the output by the rules of every trace vram writes (a link is written through; a file the
+// user may not write is refused). Then every trace of the run before that this run did not write goes (an
+// older run's .dev1 would be taken for this run's). What goes wrong with one file is said, and the others go
+// on: a file that cannot be put in place stays in the staging folder, which is then kept.
+struct placed {
+  std::vector<fs::path> files;  // in place, in listing order
+  std::vector<std::string> problems;
+};
+
+placed put_in_place(const fs::path& staging, const fs::path& output, int status, text_table& table,
+                    nlohmann::json& out) {
+  placed r;
+  std::vector<fs::path> staged;
+  for (const auto& entry : fs::directory_iterator(staging)) staged.push_back(entry.path());
+  std::sort(staged.begin(), staged.end(), listed_before);
+  const fs::path folder = output.parent_path();
+  for (const auto& from : staged) {
+    const fs::path to = folder / from.filename();
+    try {
+      describe(from, to, status, table, out);
+      detail::write_file_bytes(to.string(), detail::read_file_bytes(from.string()));
+      fs::remove(from);
+      r.files.push_back(to);
+    } catch (const error& e) {
+      r.problems.push_back(fmt::format("{} (the recording is kept in {})", e.what(), from.string()));
+    }
+  }
+  std::error_code ec;
+  fs::remove(staging, ec);  // empty unless a file could not be put in place
+  if (staged.empty()) return r;  // nothing recorded: the run before's files stay as they were
+  const std::string output_name = output.filename().string();
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_symlink() && entry.is_regular_file() && of_a_run(name, output_name) &&
+        std::find(r.files.begin(), r.files.end(), entry.path()) == r.files.end() && is_vram_trace(entry.path())) {
+      if (!fs::remove(entry.path(), ec) && ec)
+        r.problems.push_back(fmt::format("{}, of the run before, cannot be removed: {}", entry.path().string(),
+                                         ec.message()));
+    }
+  }
+  return r;
+}
+
+// A program that Ctrl-C ended: vram record, its recording in place, ends by the same signal, so that a shell
+// loop around it stops as it would around the program.
+void end_as_the_program_did() {
+  if (child_signal != SIGINT) return;
+  std::cout.flush();
+  std::cerr.flush();
+  std::signal(SIGINT, SIG_DFL);
+  std::raise(SIGINT);
+}
+
 void run_record(const record_args& a) {
   if (a.command.empty()) throw usage_error("vram record needs a command to run: vram record -o run.vram -- ./app args");
   if (const std::string why = recording_name_problem(a.output); !why.empty()) throw usage_error("-o " + why);
   const fs::path recorder = find_recorder(a.library);
   const fs::path output = fs::absolute(a.output);
   // Said before the run: the output must take the recording (as every trace vram writes), and the recording is
-  // made beside it, so its folder must take new files too.
+  // made in a folder beside it, so its folder must take new files too.
   detail::check_writable(output.string());
-  if (const fs::path folder = output.parent_path(); ::access(folder.c_str(), W_OK | X_OK) != 0)
+  const fs::path folder = output.parent_path();
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
     throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", output.string(),
                             folder.string()));
-  int cannot = 0;
-  if (const std::string why = why_not_runnable(a.command.front(), cannot); !why.empty()) {
-    std::cerr << fmt::format("vram: cannot run '{}': {}\n", a.command.front(), why);
+  struct let_through_at_end {
+    ~let_through_at_end() { let_held_signals_through(); }
+  } at_end;
+  auto nothing = [&](int status) {
     if (a.json) std::cout << "[]\n";
-    finished_status = cannot;
-    return;
+    finished_status = status;
+  };
+  int status = 0;
+  if (const std::string why = why_not_runnable(a.command.front(), status); !why.empty()) {
+    std::cerr << fmt::format("vram: cannot run '{}': {}\n", a.command.front(), why);
+    return nothing(status);
   }
   std::string why;
   if (!cuda_available(&why)) {
@@ -302,33 +364,38 @@ void run_record(const record_args& a) {
                              "recorder, so it is unlikely to record anything\n",
                              why, a.command.front());
   }
-  // The run records under a name of its own beside the output (processes the program starts, under that name
-  // with .pidN); the output's files are replaced only once there is a recording, so a run that records nothing
-  // leaves the last one as it was.
-  const fs::path folder = output.parent_path();
-  const std::string prefix = fmt::format(".vram-record-{}-", ::getpid());
-  for (const auto& entry : fs::directory_iterator(folder))
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path());
-  const int status = run_child(a.command, recorder, folder / (prefix + output.filename().string()));
-  const auto files = put_in_place(folder, prefix, output);
-  if (files.empty()) {
+  // The run records into a folder of its own beside the output, under the output's own name (processes the
+  // program starts, under that name with .pidN; other devices, with .devN, as beside the output); the output's
+  // files are replaced only once there is a recording, so a run that records nothing leaves the last one as
+  // it was.
+  const fs::path staging = folder / fmt::format(".vram-record-{}", ::getpid());
+  fs::remove_all(staging);
+  fs::create_directory(staging);
+  try {
+    status = run_child(a.command, recorder, staging / output.filename());
+  } catch (const cannot_run& e) {
+    fs::remove_all(staging);
+    std::cerr << "vram: " << e.what() << '\n';
+    return nothing(e.status);
+  }
+  text_table table({"file", "events", "allocs", "peak live", "peak mapped", "span"});
+  nlohmann::json out = nlohmann::json::array();
+  const placed p = put_in_place(staging, output, status, table, out);
+  for (const auto& problem : p.problems) std::cerr << "vram record: " << problem << '\n';
+  if (p.files.empty() && p.problems.empty()) {
     std::cerr << fmt::format(
         "vram record: '{}' {} and wrote no recording: it made no device-memory call, or CUDA did not load the "
         "recorder (no CUDA device; a program that never initializes CUDA; a CUDA older than CUPTI's memory "
         "records){}\n",
         a.command.front(), how_it_ended(status),
         fs::exists(output) ? fmt::format("; {} is as it was", output.string()) : "");
-    if (a.json) std::cout << "[]\n";
-    finished_status = status == 0 ? 1 : status;
+    nothing(status == 0 ? 1 : status);
     end_as_the_program_did();
     return;
   }
-  text_table table({"file", "events", "allocs", "peak live", "peak mapped", "span"});
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& f : files) describe(f, status, table, out);
   if (a.json) {
     std::cout << out.dump(2) << '\n';
-  } else {
+  } else if (!p.files.empty()) {
     std::cout << table.str();
     std::cout << "recorded at the driver: each allocation is what the program asked of CUDA; a program with a "
                  "caching allocator of its own (PyTorch) shows its segments, not its tensors: for those, a PyTorch "
@@ -336,7 +403,7 @@ void run_record(const record_args& a) {
                  "(cuMemMap).\n";
   }
   if (status != 0) std::cerr << fmt::format("vram record: '{}' {}\n", a.command.front(), how_it_ended(status));
-  finished_status = status;
+  finished_status = status != 0 ? status : p.problems.empty() ? 0 : 1;
   end_as_the_program_did();
 }
 
@@ -353,6 +420,9 @@ std::vector<std::string> with_record_separator(const CLI::App& app, int argc, ch
       // An option; one that takes a value and was not given it in the same word ("-o x", not "-ox", "--output=x")
       // has it next. An unknown one is CLI11's to refuse.
       const CLI::Option* o = record->get_option_no_throw(a);
+      if (o == nullptr && a.find('=') == std::string::npos && !(a.size() > 2 && a[1] != '-' &&
+                                                                record->get_option_no_throw(a.substr(0, 2))))
+        break;  // unknown: CLI11 refuses it, and no "--" of ours shows in its message
       if (o != nullptr && o->get_expected_max() > 0) ++i;
       continue;
     }
