@@ -363,7 +363,9 @@ TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
                              " \"$(dirname \"$VRAM_RECORD_OUTPUT\")/.run.dev1.vram\"'");
   EXPECT_EQ(hidden.code, 0) << hidden.out;
   EXPECT_TRUE(std::filesystem::exists(dir / ".run.dev1.vram"));
-  // A file that is no trace is said, and the others are put in place and listed all the same.
+  // A file that is no trace is said, and the others are put in place and listed all the same; the run
+  // before's file of that name stays, as nothing took its place.
+  std::filesystem::copy_file(small, dir / "run.vram.pid9");
   const split_outcome bad = run_split("record --library /bin/true --json -o " + out + " -- sh -c 'cp " + small +
                                       " \"$VRAM_RECORD_OUTPUT\" && echo junk > \"$VRAM_RECORD_OUTPUT.pid9\"'");
   EXPECT_EQ(bad.code, 1);
@@ -372,6 +374,7 @@ TEST(Cli, RecordListsEveryProcesssFileAndKeepsTheProgramsOptions) {
   const auto listed = nlohmann::json::parse(bad.out);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["file"], out);
+  EXPECT_EQ(std::filesystem::file_size(dir / "run.vram.pid9"), std::filesystem::file_size(small));
   // A script without "#!" runs under the shell, as a shell runs it; an unknown option is refused as typed.
   const std::string script = write_file("plain.sh", "cp " + small + " \"$VRAM_RECORD_OUTPUT\"\n");
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);

@@ -238,8 +238,13 @@ bool listed_before(const fs::path& a, const fs::path& b) {
 }
 
 // What a recorded file holds (@p f, to be put in place as @p named), as its row and its JSON.
+struct described {
+  std::vector<std::string> row;
+  nlohmann::json json;
+};
+
 // @throws input_error when the file is no trace.
-void describe(const fs::path& f, const fs::path& named, int status, text_table& table, nlohmann::json& out) {
+described describe(const fs::path& f, const fs::path& named, int status) {
   const trace t = read_trace(f.string());
   std::uint64_t allocs = 0, live = 0, peak = 0;
   std::unordered_map<std::uint64_t, std::uint64_t> sizes;
@@ -257,15 +262,15 @@ void describe(const fs::path& f, const fs::path& named, int status, text_table& 
     }
   }
   const auto mapped = recorded_peak_reserved(t);
-  table.add_row({named.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
-                 format_bytes(peak), mapped ? format_bytes(*mapped) : "-", format_duration(t.seconds())});
-  out.push_back({{"file", named.string()},
-                 {"events", t.events.size()},
-                 {"allocations", allocs},
-                 {"peak_live_bytes", peak},
-                 {"peak_mapped_bytes", mapped ? nlohmann::json(*mapped) : nlohmann::json(nullptr)},
-                 {"trace_seconds", t.seconds()},
-                 {"command_status", status}});
+  return {{named.filename().string(), fmt::format("{}", t.events.size()), fmt::format("{}", allocs),
+           format_bytes(peak), mapped ? format_bytes(*mapped) : "-", format_duration(t.seconds())},
+          {{"file", named.string()},
+           {"events", t.events.size()},
+           {"allocations", allocs},
+           {"peak_live_bytes", peak},
+           {"peak_mapped_bytes", mapped ? nlohmann::json(*mapped) : nlohmann::json(nullptr)},
+           {"trace_seconds", t.seconds()},
+           {"command_status", status}}};
 }
 
 // Whether @p p is a trace in vram's format (its magic first bytes): only such a file of the run before is
@@ -282,9 +287,10 @@ bool is_vram_trace(const fs::path& p) {
 
 // A run's files, in the staging folder: each described from what the recorder wrote there, then written to
 // its name beside the output by the rules of every trace vram writes (a link is written through; a file the
-// user may not write is refused). Then every trace of the run before that this run did not write goes (an
-// older run's .dev1 would be taken for this run's). What goes wrong with one file is said, and the others go
-// on: a file that cannot be put in place stays in the staging folder, which is then kept.
+// user may not write is refused), and only then listed (@p table, @p out). Then every trace of the run before
+// that this run did not write goes (an older run's .dev1 would be taken for this run's), but for those this
+// run recorded and could not put in place. What goes wrong with one file is said, and the others go on: a
+// file that cannot be put in place stays in the staging folder, which is then kept.
 struct placed {
   std::vector<fs::path> files;  // in place, in listing order
   std::vector<std::string> problems;
@@ -297,15 +303,19 @@ placed put_in_place(const fs::path& staging, const fs::path& output, int status,
   for (const auto& entry : fs::directory_iterator(staging)) staged.push_back(entry.path());
   std::sort(staged.begin(), staged.end(), listed_before);
   const fs::path folder = output.parent_path();
+  std::vector<fs::path> kept;  // names this run recorded but could not put in place
   for (const auto& from : staged) {
     const fs::path to = folder / from.filename();
     try {
-      describe(from, to, status, table, out);
+      const described d = describe(from, to, status);
       detail::write_file_bytes(to.string(), detail::read_file_bytes(from.string()));
       fs::remove(from);
+      table.add_row(d.row);
+      out.push_back(d.json);
       r.files.push_back(to);
     } catch (const error& e) {
       r.problems.push_back(fmt::format("{} (the recording is kept in {})", e.what(), from.string()));
+      kept.push_back(to);
     }
   }
   std::error_code ec;
@@ -315,7 +325,8 @@ placed put_in_place(const fs::path& staging, const fs::path& output, int status,
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_symlink() && entry.is_regular_file() && of_a_run(name, output_name) &&
-        std::find(r.files.begin(), r.files.end(), entry.path()) == r.files.end() && is_vram_trace(entry.path())) {
+        std::find(r.files.begin(), r.files.end(), entry.path()) == r.files.end() &&
+        std::find(kept.begin(), kept.end(), entry.path()) == kept.end() && is_vram_trace(entry.path())) {
       if (!fs::remove(entry.path(), ec) && ec)
         r.problems.push_back(fmt::format("{}, of the run before, cannot be removed: {}", entry.path().string(),
                                          ec.message()));
