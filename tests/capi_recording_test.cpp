@@ -350,26 +350,33 @@ TEST(trace_recorder, an_event_a_second_after_the_last_write_writes_the_buffer_ou
   std::filesystem::remove(path);
 }
 
-// A write that fails (here a file-size limit of 4 KiB, in a child process so the limit stays there) leaves
-// the file the trace of the last flush that succeeded: no part of the failed buffer follows it.
-TEST(trace_recorder, a_failed_write_leaves_the_trace_of_the_last_flush) {
-  const std::string path = temp_path("limit.vram");
+// In a child process (so the limit stays there), under a file-size limit of 4 KiB and with SIGXFSZ as
+// @p on_limit: records events to @p path through a 1,000-byte buffer (a write every 1,000 bytes or so) until a
+// write fails. The child exits 0 when the failure said "File too large". Returns its wait status.
+int record_past_a_4_kib_limit(const std::string& path, void (*on_limit)(int)) {
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
+    std::signal(SIGXFSZ, on_limit);
     const rlimit four_kib{4096, 4096};
     if (::setrlimit(RLIMIT_FSIZE, &four_kib) != 0) ::_exit(2);
     try {
-      vram::trace_recorder rec(path, 1000);  // written out every 1,000 bytes or so: the fifth write fails
+      vram::trace_recorder rec(path, 1000);
       for (int i = 0;; ++i) rec.record({i, 0x1000 + 4096 * static_cast<std::uint64_t>(i), 512, 0, vram::trace_action::alloc});
     } catch (const vram::error& e) {
       ::_exit(std::string(e.what()).find("cannot write: File too large") != std::string::npos ? 0 : 3);
     }
     ::_exit(4);
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  int status = -1;
+  if (child < 0 || ::waitpid(child, &status, 0) != child) return -1;
+  return status;
+}
+
+// A write that fails leaves the file the trace of the last flush that succeeded: no part of the failed buffer
+// follows it.
+TEST(trace_recorder, a_failed_write_leaves_the_trace_of_the_last_flush) {
+  const std::string path = temp_path("limit.vram");
+  const int status = record_past_a_4_kib_limit(path, SIG_IGN);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   ASSERT_EQ(WEXITSTATUS(status), 0);
   const vram::trace t = vram::read_trace(path);  // valid: header, payload and CRC agree
@@ -383,17 +390,7 @@ TEST(trace_recorder, a_failed_write_leaves_the_trace_of_the_last_flush) {
 // the payload its header gives: it reads as the trace of the last flush, with a note of the bytes left out.
 TEST(trace_recorder, a_recording_killed_inside_a_write_reads_to_its_last_flush) {
   const std::string path = temp_path("killed.vram");
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    std::signal(SIGXFSZ, SIG_DFL);
-    const rlimit four_kib{4096, 4096};
-    if (::setrlimit(RLIMIT_FSIZE, &four_kib) != 0) ::_exit(2);
-    vram::trace_recorder rec(path, 1000);
-    for (int i = 0;; ++i) rec.record({i, 0x1000 + 4096 * static_cast<std::uint64_t>(i), 512, 0, vram::trace_action::alloc});
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const int status = record_past_a_4_kib_limit(path, SIG_DFL);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) << status;
   EXPECT_EQ(std::filesystem::file_size(path), 4096u);  // cut at the limit, mid-write
   const std::vector<vram::trace> traces = vram::read_traces(path);

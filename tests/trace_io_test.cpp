@@ -25,6 +25,7 @@
 #include "vram/core/error.hpp"
 #include "vram/trace/trace.hpp"
 #include "vram/trace/trace_check.hpp"
+#include "vram/trace/file_io.hpp"
 #include "vram/trace/trace_io.hpp"
 
 namespace vram {
@@ -492,6 +493,34 @@ TEST(trace_io, a_write_that_fails_leaves_the_file_that_was_there) {
   EXPECT_EQ(slurp(second), slurp(p));
   EXPECT_EQ(std::filesystem::hard_link_count(p), 2u);
   std::filesystem::remove(second);
+}
+
+// A link to a file not yet made: the file is made where the link points, so that folder is what must take
+// it. A link into a folder that does not exist is refused before any work, naming where it points.
+TEST(trace_io, a_link_is_checked_where_it_points) {
+  const std::string into_nothing = tmp().path("into-nothing.vram");
+  const std::string fine = tmp().path("fine.vram");
+  std::filesystem::remove(into_nothing);
+  std::filesystem::remove(fine);
+  std::filesystem::create_symlink("no-such-folder/x.vram", into_nothing);
+  std::filesystem::create_symlink("made-later.vram", fine);
+  try {
+    detail::check_writable(into_nothing);
+    FAIL() << "a link into a missing folder was taken";
+  } catch (const error& e) {
+    const std::string where = tmp().path("no-such-folder");
+    EXPECT_EQ(std::string(e.what()), into_nothing + ": cannot create: it links to " + where + "/x.vram, and " + where +
+                                         " is not a folder this user may write to");
+  }
+  EXPECT_NO_THROW(detail::check_writable(fine));
+  trace t;
+  t.events = {ev(1, trace_action::alloc, 0x1000, 512)};
+  write_trace(fine, t, trace_format::vram);  // through the link, to the file it names
+  EXPECT_TRUE(std::filesystem::is_symlink(fine));
+  EXPECT_EQ(read_trace(tmp().path("made-later.vram")).events.size(), 1u);
+  std::filesystem::remove(into_nothing);
+  std::filesystem::remove(fine);
+  std::filesystem::remove(tmp().path("made-later.vram"));
 }
 
 // A file the user may not write is refused and kept, as a shell's redirection refuses it (root may write

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -168,11 +169,29 @@ void check_writable(const std::string& path) {
       throw error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
     return;
   }
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  auto folder_of = [](const std::string& p) {
+    const auto slash = p.find_last_of('/');
+    return slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
+  };
+  // A link to a file that does not exist yet: the file is made where the link points, so that folder must
+  // take it (the link's own folder may well).
+  std::string made_at = path;
+  struct stat ls {};
+  if (::lstat(path.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode)) {
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    if (n > 0) {
+      target.resize(static_cast<std::size_t>(n));
+      made_at = target.front() == '/' ? target : folder_of(path) + "/" + target;
+    }
+  }
+  const std::string dir = folder_of(made_at);
   struct stat ds {};
   if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode) || ::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw error(fmt::format("{}: cannot create: {} is not a folder this user may write to", path, dir));
+    throw error(made_at == path
+                    ? fmt::format("{}: cannot create: {} is not a folder this user may write to", path, dir)
+                    : fmt::format("{}: cannot create: it links to {}, and {} is not a folder this user may write to",
+                                  path, made_at, dir));
 }
 
 }  // namespace vram::detail
