@@ -46,7 +46,7 @@ recording::recording(std::string path) : path_(std::move(path)), start_(std::chr
     } catch (const recording_busy&) {
       // Another process records there (a worker, a rank, a subprocess that inherited VRAM_RECORD): this one
       // records beside it, as vram record names the processes a program starts.
-      const std::string mine = fmt::format("{}.pid{}", path_, ::getpid());
+      const std::string mine = process_recording_path(path_, ::getpid());
       std::fprintf(stderr, "vram: another process is recording to %s; this one (pid %d) records to %s\n",
                    path_.c_str(), static_cast<int>(::getpid()), mine.c_str());
       path_ = mine;

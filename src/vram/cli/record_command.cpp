@@ -81,11 +81,15 @@ class cannot_run : public error {
   int status;
 };
 
-// The signals vram record holds back from the program's end until its recording is said (run_child).
+// The signals vram record passes on to the program or ignores while it runs (run_child), and holds back from
+// the program's end until its recording is said.
+constexpr std::array<int, 4> held_signals{SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+
+// Lets the signals held since the program's end through.
 void let_held_signals_through() {
   sigset_t held;
   sigemptyset(&held);
-  for (const int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) sigaddset(&held, sig);
+  for (const int sig : held_signals) sigaddset(&held, sig);
   sigprocmask(SIG_UNBLOCK, &held, nullptr);
 }
 
@@ -115,7 +119,7 @@ int run_child(const std::vector<std::string>& command, const fs::path& recorder,
   // vram record alone (kill, timeout, a closed terminal), go on to the program. Either way vram record lives
   // to put what was recorded in its place. The program gets each signal as vram record got it: one ignored
   // stays ignored.
-  constexpr std::array<int, 4> signals{SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+  const auto& signals = held_signals;
   std::array<struct sigaction, 4> old{};
   sigset_t defaults;
   sigemptyset(&defaults);

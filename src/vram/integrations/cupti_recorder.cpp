@@ -148,7 +148,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   s.output = output;
   // vram record names itself: a process whose parent it is not was forked or started by the program.
   if (const char* parent = std::getenv("VRAM_RECORD_PARENT"); parent != nullptr && std::atol(parent) != ::getppid())
-    s.output = fmt::format("{}.pid{}", output, ::getpid());
+    s.output = vram::process_recording_path(output, ::getpid());
   bool ok = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) == CUPTI_SUCCESS &&
             cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
   CUpti_SubscriberHandle subscriber{};

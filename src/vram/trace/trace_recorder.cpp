@@ -107,6 +107,8 @@ std::string recording_name_problem(std::string_view path) {
                      "{} it afterwards", path, gz ? "compress" : "convert");
 }
 
+std::string process_recording_path(const std::string& path, long pid) { return fmt::format("{}.pid{}", path, pid); }
+
 std::string device_recording_path(const std::string& path, int device) {
   if (device == 0) return path;
   const std::size_t slash = path.find_last_of('/');

@@ -79,6 +79,10 @@ class trace_recorder {
 /// "run.dev1.vram" for device 1 of "run.vram" (before the first extension; "run.dev1" without one).
 std::string device_recording_path(const std::string& path, int device);
 
+/// @brief The file of process @p pid in a recording asked for as @p path, where another process records to
+/// @p path itself (a process a program started, or one that found the file taken): "run.vram.pid4242".
+std::string process_recording_path(const std::string& path, long pid);
+
 /// @brief Why @p path cannot name a recording, or "" when it can: a recording is written in vram's format,
 /// uncompressed, as it runs, so a name that asks for CSV (".csv") or gzip (".gz", in any case) would mislead
 /// every reader of it. The message ends in what to do instead.
